@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/timemachine-db/timemachine/client"
+	"github.com/timemachine-db/timemachine/client/bench"
+)
+
+type ctxT = context.Context
+
+// adminCall runs one admin API call and prints its JSON answer.
+func adminCall(cmd *cobra.Command, cf *clientFlags, call func(*client.Client, ctxT) (any, error)) error {
+	cl, ctx, done, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer done()
+	v, err := call(cl, ctx)
+	if err != nil {
+		return err
+	}
+	if raw, ok := v.(json.RawMessage); ok && len(raw) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "ok")
+		return nil
+	}
+	return printJSON(cmd.OutOrStdout(), v)
+}
+
+func newBenchCmd() *cobra.Command {
+	var (
+		cfg    bench.Config
+		addrs  string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load a running cluster and measure create rate, fire rate and lateness",
+		Long: `Starts a local webhook receiver, creates --jobs jobs on the cluster whose
+callbacks point at it, and measures how fast they were created and fired and
+how late (or early) each callback arrived.`,
+		Example: `  timemachine bench --jobs 60000 --window 30s              # 2,000 fires/s for 30 s: lateness
+  timemachine bench --jobs 100000 --at-once --batch 1000    # one instant: drain time
+  timemachine bench --jobs 1000000 --batch 1000 --create-only   # pending load`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Addrs = splitList(addrs)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := bench.Run(ctx, cfg, cmd.ErrOrStderr())
+			if rep != nil {
+				if asJSON {
+					if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintln(cmd.OutOrStdout(), rep.String())
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addrs, "addr", "127.0.0.1:8080", "HTTP address(es) of the nodes, comma-separated; creates are spread over all")
+	f.StringVar(&cfg.Collection, "collection", bench.DefaultCollection, "collection for the bench jobs (created with 1h retention)")
+	f.IntVar(&cfg.Jobs, "jobs", 10000, "jobs to create")
+	f.DurationVar(&cfg.Window, "window", 0, "spread trigger times evenly over this span (0: all at one instant)")
+	f.BoolVar(&cfg.AtOnce, "at-once", false, "all jobs due at one instant")
+	f.DurationVar(&cfg.Lead, "lead", bench.DefaultLead, "time from the start to the first trigger")
+	f.IntVar(&cfg.Batch, "batch", 1, "jobs per create request (1: single-job POSTs; up to 1000)")
+	f.IntVar(&cfg.Concurrency, "concurrency", 0, "concurrent create clients (default 64 single, 8 batch)")
+	f.IntVar(&cfg.MetaBytes, "meta-bytes", bench.DefaultMetaBytes, "size of each job's meta payload")
+	f.StringVar(&cfg.ReceiverAddr, "receiver-addr", bench.DefaultReceiverAddr, "where the webhook receiver listens")
+	f.StringVar(&cfg.CallbackAddr, "callback-addr", "", "host:port written into callback_url (default: the receiver's address)")
+	f.IntVar(&cfg.ReceiverStatus, "receiver-status", 200, "HTTP status the receiver answers with")
+	f.DurationVar(&cfg.WaitTimeout, "wait", bench.DefaultWaitTimeout, "how long to wait for missing callbacks after the last trigger")
+	f.BoolVar(&cfg.CreateOnly, "create-only", false, "only create (far-future triggers) and report the create rate")
+	f.StringVar(&cfg.IDPrefix, "id-prefix", "", "job id prefix (default: random per run)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}

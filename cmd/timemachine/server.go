@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/timemachine-db/timemachine/node"
+)
+
+func newServerCmd() *cobra.Command {
+	var (
+		cfg       node.Config
+		logLevel  string
+		logFormat string
+		cacheMB   int64
+	)
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a node (alone it is a complete single-node cluster)",
+		Long: `Run a timemachine node. With no flags it is a complete single-node cluster
+listening on 127.0.0.1:8080 (HTTP API) and 127.0.0.1:7000 (internal port),
+keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
+(dashes as underscores), e.g. TIMEMACHINE_HTTP_ADDR.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(log)
+			cfg.Logger = log
+			cfg.CacheBytes = cacheMB << 20
+			cfg.Version = version
+			return runServer(cfg, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.NodeID, "node-id", "", "stable node name (default: derived from the hostname, then remembered in the data directory)")
+	f.StringVar(&cfg.DataDir, "data-dir", node.DefaultDataDir, "directory for Pebble, raft logs and snapshots")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", node.DefaultHTTPAddr, "developer API, admin API, /metrics, /healthz, /readyz")
+	f.StringVar(&cfg.BindAddr, "bind-addr", node.DefaultBindAddr, "the one internal TCP port: raft for every slot and node-to-node RPC")
+	f.StringVar(&cfg.SerfAddr, "serf-addr", node.DefaultSerfAddr, "gossip address (TCP and UDP)")
+	f.StringSliceVar(&cfg.Join, "join", nil, "serf address(es) of any existing member, comma-separated")
+	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 1, "form the cluster when this many nodes have met")
+	f.IntVar(&cfg.Slots, "slots", 0, "hash slots, fixed when the cluster forms (default 12)")
+	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas per slot (default min(3, nodes))")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	f.StringVar(&cfg.RaftLogLevel, "raft-log-level", "warn", "log level of the raft library (trace, debug, info, warn, error)")
+	f.IntVar(&cfg.FireConcurrency, "fire-concurrency", 1024, "callbacks in flight at once on this node")
+	f.IntVar(&cfg.MaxMetaBytes, "max-meta-bytes", 64<<10, "largest meta a job may carry, in bytes")
+	f.Int64Var(&cacheMB, "cache-mb", 128, "storage block cache, in MiB")
+	f.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (off when empty; keep it on loopback)")
+	return cmd
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch strings.ToLower(format) {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}
+
+// runServer runs a node until SIGINT/SIGTERM (a clean stop, exit 0) or a
+// storage failure (exit 1).
+func runServer(cfg node.Config, log *slog.Logger) error {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	n, err := node.Start(cfg)
+	if err != nil {
+		return err
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := n.WaitReady(ctx); err == nil {
+			log.Info("ready")
+		}
+	}()
+	select {
+	case s := <-sig:
+		log.Info("signal received; stopping cleanly (send it again to exit at once)", "signal", s.String())
+		go func() {
+			<-sig
+			log.Warn("second signal: exiting without a clean stop; nothing acknowledged is lost")
+			os.Exit(1)
+		}()
+		return n.Close()
+	case err := <-n.Fatal():
+		_ = n.Close()
+		return &exitError{code: 1, err: fmt.Errorf("storage failure, node stopped: %w", err)}
+	}
+}

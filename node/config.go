@@ -1,0 +1,219 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/slot"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// Config is a node's configuration (API.md §1).
+type Config struct {
+	NodeID          string
+	DataDir         string
+	HTTPAddr        string
+	BindAddr        string
+	SerfAddr        string
+	Join            []string
+	BootstrapExpect int
+	Slots           int
+	// Replicas is the replication factor; 0 means min(3, nodes).
+	Replicas int
+
+	Logger       *slog.Logger
+	RaftLogLevel string
+	// FireConcurrency bounds the callbacks in flight on this node.
+	FireConcurrency int
+	// MaxMetaBytes bounds a job's meta (default 64 KiB).
+	MaxMetaBytes int
+	// CacheBytes is Pebble's block cache (default 128 MiB).
+	CacheBytes int64
+	// Timing overrides the raft timeouts (tests).
+	Timing slot.Timing
+	// Clock replaces time.Now (tests).
+	Clock func() time.Time
+	// MaintenanceInterval paces retention cleanup (default 30s).
+	MaintenanceInterval time.Duration
+	// PprofAddr, when set, serves net/http/pprof there (profiling).
+	PprofAddr string
+	// Version is reported by /v1/cluster.
+	Version string
+}
+
+// Defaults per API.md §1.
+const (
+	DefaultDataDir  = "./data"
+	DefaultHTTPAddr = "127.0.0.1:8080"
+	DefaultBindAddr = "127.0.0.1:7000"
+	DefaultSerfAddr = "127.0.0.1:7946"
+)
+
+var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func (c *Config) setDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = DefaultBindAddr
+	}
+	if c.SerfAddr == "" {
+		c.SerfAddr = DefaultSerfAddr
+	}
+	if c.BootstrapExpect <= 0 {
+		c.BootstrapExpect = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.FireConcurrency <= 0 {
+		c.FireConcurrency = 1024
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.MaxMetaBytes <= 0 {
+		c.MaxMetaBytes = 64 << 10
+	}
+}
+
+// validate checks what can be checked before touching the disk.
+func (c *Config) validate() error {
+	if c.NodeID != "" && !nodeIDRe.MatchString(c.NodeID) {
+		return fmt.Errorf("--node-id %q: use 1-64 characters of [A-Za-z0-9._-], starting with a letter or digit", c.NodeID)
+	}
+	if c.Slots < 0 || c.Slots > storage.MaxSlots-1 {
+		return fmt.Errorf("--slots %d: must be between 1 and %d", c.Slots, storage.MaxSlots-1)
+	}
+	if c.Replicas < 0 || c.Replicas > 7 {
+		return fmt.Errorf("--replicas %d: must be between 1 and 7 (0 means min(3, nodes))", c.Replicas)
+	}
+	return nil
+}
+
+// identity is what a data directory remembers about its node and cluster:
+// a restarted node must come back as the same member with the same slot
+// count, whatever its flags say.
+type identity struct {
+	NodeID    string `json:"node_id"`
+	SlotCount int    `json:"slot_count"`
+	Replicas  int    `json:"replicas"`
+	CreatedAt int64  `json:"created_at"`
+	Format    int    `json:"format"`
+}
+
+const identityFile = "node.json"
+
+// loadIdentity reads the data directory's identity, or makes one for a new
+// directory from the flags.
+func loadIdentity(c *Config) (*identity, error) {
+	path := filepath.Join(c.DataDir, identityFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		id := &identity{NodeID: c.NodeID, SlotCount: c.Slots, Replicas: c.Replicas, CreatedAt: time.Now().UnixMilli(), Format: 1}
+		if id.NodeID == "" {
+			id.NodeID = defaultNodeID()
+		}
+		if id.SlotCount == 0 {
+			id.SlotCount = dht.DefaultSlots
+		}
+		if err := writeFileAtomic(path, id); err != nil {
+			return nil, err
+		}
+		return id, nil
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var id identity
+	if err := json.Unmarshal(b, &id); err != nil || id.NodeID == "" || id.SlotCount <= 0 {
+		return nil, fmt.Errorf("%s is corrupt (%v); if this data directory is not needed, remove it, otherwise restore the file from a backup", path, err)
+	}
+	if c.NodeID != "" && c.NodeID != id.NodeID {
+		return nil, fmt.Errorf("data directory %s belongs to node %q, not %q: start with --node-id %s or use another --data-dir", c.DataDir, id.NodeID, c.NodeID, id.NodeID)
+	}
+	if c.Slots != 0 && c.Slots != id.SlotCount {
+		return nil, fmt.Errorf("the slot count is fixed when the cluster forms: this data directory has %d slots, --slots says %d; drop --slots or set it to %d", id.SlotCount, c.Slots, id.SlotCount)
+	}
+	return &id, nil
+}
+
+func defaultNodeID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "node"
+	}
+	h = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			return r
+		}
+		return '-'
+	}, h)
+	if len(h) > 64 {
+		h = h[:64]
+	}
+	return strings.Trim(h, ".-_")
+}
+
+func writeFileAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// lockDataDir takes an exclusive lock on the data directory so two
+// processes never share one.
+func lockDataDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "LOCK")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("data directory %s is in use by another timemachine process (lock %s): stop it or use another --data-dir", dir, path)
+	}
+	return f, nil
+}

@@ -1,0 +1,113 @@
+package node
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/timemachine-db/timemachine/slot"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+// metrics is the node's Prometheus registry. Counters are bumped on the hot
+// paths (one atomic add each); per-slot gauges are read at scrape time.
+type metrics struct {
+	reg         *prometheus.Registry
+	created     prometheus.Counter
+	fired       prometheus.Counter
+	firstFires  prometheus.Counter
+	outcomes    *prometheus.CounterVec
+	lateness    prometheus.Histogram
+	applyTime   prometheus.Histogram
+	httpReqs    *prometheus.CounterVec
+	httpLatency *prometheus.HistogramVec
+}
+
+func newMetrics(n *Node) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.created = prometheus.NewCounter(prometheus.CounterOpts{Name: "timemachine_jobs_created_total", Help: "Jobs created on this node's slot leaders."})
+	m.fired = prometheus.NewCounter(prometheus.CounterOpts{Name: "timemachine_jobs_fired_total", Help: "Callback attempts started (first attempts and retries)."})
+	m.firstFires = prometheus.NewCounter(prometheus.CounterOpts{Name: "timemachine_jobs_fired_first_total", Help: "First callback attempts started."})
+	m.outcomes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "timemachine_job_attempt_outcomes_total", Help: "Callback attempts by what they did to the job: succeeded, failed, retried, rescheduled."}, []string{"outcome"})
+	m.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "timemachine_fire_lateness_seconds",
+		Help:    "How long after its due time a callback attempt started.",
+		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	})
+	m.applyTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "timemachine_raft_apply_seconds",
+		Help:    "Time for a raft entry to commit and apply on a slot leader.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, 1},
+	})
+	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "timemachine_http_requests_total", Help: "HTTP API requests by route and status."}, []string{"route", "code"})
+	m.httpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "timemachine_http_request_seconds", Help: "HTTP API latency by route.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"route"})
+	for _, o := range []string{"succeeded", "failed", "retried", "rescheduled"} {
+		m.outcomes.WithLabelValues(o)
+	}
+	m.reg.MustRegister(m.created, m.fired, m.firstFires, m.outcomes, m.lateness, m.applyTime, m.httpReqs, m.httpLatency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&slotCollector{n: n})
+	return m
+}
+
+func (m *metrics) handler() fasthttp.RequestHandler {
+	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+}
+
+// slot.Metrics.
+
+func (m *metrics) Fired(_ int, lateness time.Duration, attempt int64) {
+	m.fired.Inc()
+	if attempt == 1 {
+		m.firstFires.Inc()
+		m.lateness.Observe(lateness.Seconds())
+	}
+}
+
+func (m *metrics) Decided(_ int, v slot.Verdict) { m.outcomes.WithLabelValues(v.String()).Inc() }
+
+func (m *metrics) Applied(_ int, d time.Duration) { m.applyTime.Observe(d.Seconds()) }
+
+func (m *metrics) observeHTTP(route string, status int, d time.Duration) {
+	m.httpReqs.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.httpLatency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// slotCollector reports per-slot state at scrape time.
+type slotCollector struct{ n *Node }
+
+var (
+	pendingDesc = prometheus.NewDesc("timemachine_pending_jobs", "Scheduled jobs per slot hosted on this node.", []string{"slot", "role"}, nil)
+	leaderDesc  = prometheus.NewDesc("timemachine_slot_leader", "1 when this node leads the slot.", []string{"slot"}, nil)
+	appliedDesc = prometheus.NewDesc("timemachine_slot_applied_index", "Last raft index applied by this node's replica.", []string{"slot"}, nil)
+	diskDesc    = prometheus.NewDesc("timemachine_storage_disk_bytes", "Bytes on disk used by the node's Pebble store.", nil, nil)
+	raftDesc    = prometheus.NewDesc("timemachine_raft_disk_bytes", "Bytes on disk of raft logs and snapshots, per slot replica.", []string{"slot"}, nil)
+)
+
+func (c *slotCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- leaderDesc
+	ch <- appliedDesc
+	ch <- diskDesc
+	ch <- raftDesc
+}
+
+func (c *slotCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.n.localReplicas() {
+		st := r.Stats()
+		s := strconv.Itoa(st.Slot)
+		role, lead := "follower", 0.0
+		if r.IsLeader() {
+			role, lead = "leader", 1
+		}
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(st.Pending), s, role)
+		ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, lead, s)
+		ch <- prometheus.MustNewConstMetric(appliedDesc, prometheus.GaugeValue, float64(st.Applied), s)
+		ch <- prometheus.MustNewConstMetric(raftDesc, prometheus.GaugeValue, float64(r.RaftBytes()), s)
+	}
+	ch <- prometheus.MustNewConstMetric(diskDesc, prometheus.GaugeValue, float64(c.n.db.Stats().DiskBytes))
+}

@@ -1,0 +1,282 @@
+package raftfsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+)
+
+// DefaultCollection always exists: jobs can be created in it without
+// configuring anything, and it cannot be deleted.
+const DefaultCollection = "default"
+
+// Collection is a namespace of jobs with defaults. Zero fields are unset and
+// take the built-in defaults.
+type Collection struct {
+	Name              string      `json:"name"`
+	Retry             RetryPolicy `json:"retry"`
+	CallbackTimeoutMs int64       `json:"callback_timeout_ms"`
+	RetentionMs       int64       `json:"retention_ms"`
+	SigningSecret     string      `json:"signing_secret"`
+	Deleting          bool        `json:"deleting"`
+	CreatedAt         int64       `json:"created_at"`
+	UpdatedAt         int64       `json:"updated_at"`
+}
+
+// EffectiveRetry is the collection's policy with defaults filled in.
+func (c *Collection) EffectiveRetry() RetryPolicy { return c.Retry.Or(DefaultRetryPolicy) }
+
+// EffectiveTimeoutMs is the callback timeout with the default filled in.
+func (c *Collection) EffectiveTimeoutMs() int64 {
+	if c.CallbackTimeoutMs > 0 {
+		return c.CallbackTimeoutMs
+	}
+	return DefaultCallbackTimeoutMs
+}
+
+// EffectiveRetentionMs is the retention with the default filled in.
+func (c *Collection) EffectiveRetentionMs() int64 {
+	if c.RetentionMs > 0 {
+		return c.RetentionMs
+	}
+	return DefaultRetentionMs
+}
+
+// Route is a named webhook target, resolved at fire time.
+type Route struct {
+	Name          string            `json:"name"`
+	WebhookURL    string            `json:"webhook_url"`
+	Headers       map[string]string `json:"headers"`
+	SigningSecret string            `json:"signing_secret"`
+	TimeoutMs     int64             `json:"timeout_ms"`
+	CreatedAt     int64             `json:"created_at"`
+	UpdatedAt     int64             `json:"updated_at"`
+}
+
+// MetaState is one immutable version of the meta state. Readers get it
+// without locks; Apply builds the next version and swaps the pointer.
+type MetaState struct {
+	Index       uint64                 `json:"index"`
+	Collections map[string]*Collection `json:"collections"`
+	Routes      map[string]*Route      `json:"routes"`
+}
+
+// Collection returns a collection's config. The default collection exists
+// even when it was never configured.
+func (s *MetaState) Collection(name string) (*Collection, bool) {
+	if c, ok := s.Collections[name]; ok {
+		return c, true
+	}
+	if name == DefaultCollection {
+		return &Collection{Name: DefaultCollection}, true
+	}
+	return nil, false
+}
+
+// CollectionList returns every collection, including the implicit default,
+// sorted by name.
+func (s *MetaState) CollectionList() []*Collection {
+	out := make([]*Collection, 0, len(s.Collections)+1)
+	for _, c := range s.Collections {
+		out = append(out, c)
+	}
+	if _, ok := s.Collections[DefaultCollection]; !ok {
+		out = append(out, &Collection{Name: DefaultCollection})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Route returns a route.
+func (s *MetaState) Route(name string) (*Route, bool) {
+	r, ok := s.Routes[name]
+	return r, ok
+}
+
+// RouteList returns every route sorted by name.
+func (s *MetaState) RouteList() []*Route {
+	out := make([]*Route, 0, len(s.Routes))
+	for _, r := range s.Routes {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *MetaState) clone() *MetaState {
+	n := &MetaState{
+		Index:       s.Index,
+		Collections: make(map[string]*Collection, len(s.Collections)),
+		Routes:      make(map[string]*Route, len(s.Routes)),
+	}
+	for k, v := range s.Collections {
+		n.Collections[k] = v
+	}
+	for k, v := range s.Routes {
+		n.Routes[k] = v
+	}
+	return n
+}
+
+// MetaFSM is the meta group's state machine. Its state is small (the
+// configuration of the cluster, not its data), so it lives in memory and is
+// rebuilt from the latest snapshot plus the log on start.
+type MetaFSM struct {
+	state atomic.Pointer[MetaState]
+	// OnChange, if set, is called after every applied change, outside any
+	// lock, from raft's FSM goroutine. It must not block.
+	OnChange func(*MetaState)
+}
+
+// NewMetaFSM returns an empty meta state machine.
+func NewMetaFSM() *MetaFSM {
+	f := &MetaFSM{}
+	f.state.Store(&MetaState{Collections: map[string]*Collection{}, Routes: map[string]*Route{}})
+	return f
+}
+
+// State returns the current immutable state.
+func (f *MetaFSM) State() *MetaState { return f.state.Load() }
+
+// Apply implements raft.FSM.
+func (f *MetaFSM) Apply(l *raft.Log) interface{} {
+	cur := f.state.Load()
+	if l.Index <= cur.Index {
+		return []Result{}
+	}
+	next := cur.clone()
+	next.Index = l.Index
+	if l.Type != raft.LogCommand {
+		f.state.Store(next)
+		return nil
+	}
+	cmds, err := Decode(l.Data)
+	if err != nil {
+		f.state.Store(next)
+		return fmt.Errorf("meta apply at index %d: %w", l.Index, err)
+	}
+	res := make([]Result, len(cmds))
+	for i, c := range cmds {
+		res[i] = next.apply(c)
+	}
+	f.state.Store(next)
+	if f.OnChange != nil {
+		f.OnChange(next)
+	}
+	return res
+}
+
+func (s *MetaState) apply(c Command) Result {
+	switch c := c.(type) {
+	case *PutCollection:
+		nc := c.C
+		old, ok := s.Collections[nc.Name]
+		if ok && old.Deleting {
+			return Result{Code: Rejected}
+		}
+		nc.UpdatedAt = c.Now
+		nc.CreatedAt = c.Now
+		code := Created
+		if ok {
+			nc.CreatedAt = old.CreatedAt
+			code = OK
+		}
+		nc.Deleting = false
+		s.Collections[nc.Name] = &nc
+		return Result{Code: code}
+	case *MarkCollectionDeleting:
+		old, ok := s.Collection(c.Name)
+		if !ok {
+			return Result{Code: NotFound}
+		}
+		if c.Name == DefaultCollection {
+			return Result{Code: Rejected}
+		}
+		nc := *old
+		nc.Deleting = true
+		nc.UpdatedAt = c.Now
+		s.Collections[c.Name] = &nc
+		return Result{Code: OK}
+	case *ForgetCollection:
+		old, ok := s.Collections[c.Name]
+		if !ok {
+			return Result{Code: NotFound}
+		}
+		if !old.Deleting {
+			return Result{Code: Rejected}
+		}
+		delete(s.Collections, c.Name)
+		return Result{Code: OK}
+	case *PutRoute:
+		nr := c.R
+		old, ok := s.Routes[nr.Name]
+		nr.CreatedAt, nr.UpdatedAt = c.Now, c.Now
+		code := Created
+		if ok {
+			nr.CreatedAt = old.CreatedAt
+			code = OK
+		}
+		s.Routes[nr.Name] = &nr
+		return Result{Code: code}
+	case *DeleteRoute:
+		if _, ok := s.Routes[c.Name]; !ok {
+			return Result{Code: NotFound}
+		}
+		delete(s.Routes, c.Name)
+		return Result{Code: OK}
+	}
+	return Result{Code: Rejected}
+}
+
+// Snapshot implements raft.FSM. The state is immutable, so the snapshot is
+// just the pointer.
+func (f *MetaFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &metaSnapshot{s: f.state.Load()}, nil
+}
+
+// Restore implements raft.FSM.
+func (f *MetaFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var env metaSnapshotEnvelope
+	if err := json.NewDecoder(rc).Decode(&env); err != nil {
+		return fmt.Errorf("restore meta snapshot: %w", err)
+	}
+	if env.Format != metaSnapshotFormat {
+		return fmt.Errorf("restore meta snapshot: unknown format %q", env.Format)
+	}
+	s := env.State
+	if s.Collections == nil {
+		s.Collections = map[string]*Collection{}
+	}
+	if s.Routes == nil {
+		s.Routes = map[string]*Route{}
+	}
+	f.state.Store(&s)
+	if f.OnChange != nil {
+		f.OnChange(&s)
+	}
+	return nil
+}
+
+const metaSnapshotFormat = "timemachine-meta-v1"
+
+type metaSnapshotEnvelope struct {
+	Format string    `json:"format"`
+	State  MetaState `json:"state"`
+}
+
+type metaSnapshot struct{ s *MetaState }
+
+func (m *metaSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(metaSnapshotEnvelope{Format: metaSnapshotFormat, State: *m.s}); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist meta snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (m *metaSnapshot) Release() {}

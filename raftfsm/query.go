@@ -1,0 +1,130 @@
+package raftfsm
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// GetJob reads one job of a slot.
+func GetJob(r storage.Reader, slot int, coll, id string) (*Job, bool, error) {
+	v, ok, err := r.Get(storage.RecordKey(nil, slot, coll, id))
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	j := &Job{Collection: coll, ID: id}
+	if err := DecodeRecord(v, j); err != nil {
+		return nil, false, fmt.Errorf("slot %d job %s/%s: %w", slot, coll, id, err)
+	}
+	return j, true, nil
+}
+
+// ScanDue calls fn for the due entries of a slot with from <= due < to, in
+// due order, until fn returns false or limit entries were seen. It returns
+// how many entries it passed to fn.
+func ScanDue(r storage.Reader, slot int, from, to int64, limit int, fn func(storage.DueEntry) bool) (int, error) {
+	if from >= to {
+		return 0, nil
+	}
+	it, err := r.NewIter(storage.DueBound(slot, from), storage.DueBound(slot, to))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for ok := it.First(); ok && n < limit; ok = it.Next() {
+		e, err := storage.DecodeDueKey(it.Key())
+		if err != nil {
+			_ = it.Close()
+			return n, err
+		}
+		n++
+		if !fn(e) {
+			break
+		}
+	}
+	return n, it.Close()
+}
+
+// ListPos is a position in a collection's (trigger_time, id) order.
+type ListPos struct {
+	Trigger int64
+	ID      string
+}
+
+// Less orders positions.
+func (p ListPos) Less(q ListPos) bool {
+	return p.Trigger < q.Trigger || (p.Trigger == q.Trigger && p.ID < q.ID)
+}
+
+// ListQuery selects jobs of one collection by trigger time.
+type ListQuery struct {
+	Coll   string
+	Status Status   // 0: any
+	From   int64    // trigger_time >= From
+	To     int64    // trigger_time < To
+	After  *ListPos // exclusive cursor
+	Limit  int      // matching jobs to return
+	Budget int      // index entries to examine at most (0: 10 × Limit + 1000)
+}
+
+// ListPage is one slot's answer to a ListQuery.
+type ListPage struct {
+	Jobs []*Job
+	// Stopped is set when the scan ended before the end of the range (the
+	// limit or the budget was reached); Pos is then the last position
+	// examined: everything up to it was considered.
+	Stopped bool
+	Pos     ListPos
+}
+
+// ListJobs lists the jobs of one collection in one slot in (trigger_time,
+// id) order.
+func ListJobs(r storage.Reader, slot int, q ListQuery) (ListPage, error) {
+	var page ListPage
+	if q.From >= q.To || q.Limit <= 0 {
+		return page, nil
+	}
+	budget := q.Budget
+	if budget <= 0 {
+		budget = 10*q.Limit + 1000
+	}
+	lower := storage.ListBound(slot, q.Coll, q.From, "")
+	if q.After != nil {
+		// The smallest key after the cursor is the cursor's key plus a zero byte.
+		if next := append(storage.ListBound(slot, q.Coll, q.After.Trigger, q.After.ID), 0); bytes.Compare(next, lower) > 0 {
+			lower = next
+		}
+	}
+	upper := storage.ListBound(slot, q.Coll, q.To, "")
+	it, err := r.NewIter(lower, upper)
+	if err != nil {
+		return page, err
+	}
+	examined := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(page.Jobs) == q.Limit || examined == budget {
+			page.Stopped = true
+			break
+		}
+		examined++
+		_, t, id, err := storage.DecodeListKey(it.Key())
+		if err != nil {
+			_ = it.Close()
+			return page, err
+		}
+		page.Pos = ListPos{Trigger: t, ID: id}
+		if v := it.Value(); q.Status != 0 && (len(v) != 1 || Status(v[0]) != q.Status) {
+			continue
+		}
+		j, found, err := GetJob(r, slot, q.Coll, id)
+		if err != nil {
+			_ = it.Close()
+			return page, err
+		}
+		if found {
+			page.Jobs = append(page.Jobs, j)
+		}
+	}
+	return page, it.Close()
+}

@@ -1,0 +1,634 @@
+package raftfsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// Observer hears about state changes the slot-leader's scheduler cares about.
+// Calls come from raft's FSM goroutine after the change is committed to
+// storage, on every replica; they must not block.
+type Observer interface {
+	// Scheduled reports a due entry written at due for a job.
+	Scheduled(due int64, coll, id string)
+	// Reset reports that a snapshot restore replaced the whole state.
+	Reset()
+}
+
+// ErrStopped is returned for every command after a storage failure stopped
+// the replica.
+var ErrStopped = errors.New("slot state machine stopped after a storage failure")
+
+// NoOffset is the offset of a slot with no due entries.
+const NoOffset = math.MaxInt64
+
+// SlotFSM is the state machine of one slot replica. Its state lives in the
+// node's Pebble under the slot's key span; the applied index is written in
+// the same batch as the data it describes, so after a crash the state and
+// the index agree and raft's replay of older entries is skipped.
+type SlotFSM struct {
+	slot    int
+	db      *storage.DB
+	log     *slog.Logger
+	obs     atomic.Pointer[observerBox]
+	onFatal func(error)
+
+	applied atomic.Uint64
+	offset  atomic.Int64
+	pending atomic.Int64
+	stopped atomic.Bool
+	// appliedBytes counts command bytes applied since the process started,
+	// so the replica can snapshot by log volume, not just entry count.
+	appliedBytes atomic.Uint64
+
+	restoring bool
+}
+
+type observerBox struct{ o Observer }
+
+// OpenSlotFSM loads a slot replica's state machine from storage. onFatal is
+// called once if a storage write fails; the replica must then stop.
+func OpenSlotFSM(db *storage.DB, slot int, log *slog.Logger, onFatal func(error)) (*SlotFSM, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	f := &SlotFSM{slot: slot, db: db, log: log, onFatal: onFatal}
+	applied, offset, pending, restoring, err := readSlotMeta(db, slot)
+	if err != nil {
+		return nil, err
+	}
+	f.applied.Store(applied)
+	f.offset.Store(offset)
+	f.pending.Store(pending)
+	f.restoring = restoring
+	return f, nil
+}
+
+func readSlotMeta(r storage.Reader, slot int) (applied uint64, offset, pending int64, restoring bool, err error) {
+	offset = NoOffset
+	if v, ok, err := r.Get(storage.MetaKey(slot, storage.MetaApplied)); err != nil {
+		return 0, 0, 0, false, fmt.Errorf("slot %d: read applied index: %w", slot, err)
+	} else if ok {
+		if len(v) != 8 {
+			return 0, 0, 0, false, fmt.Errorf("slot %d: %w: applied index", slot, ErrCorrupt)
+		}
+		applied = binary.BigEndian.Uint64(v)
+	}
+	if v, ok, err := r.Get(storage.MetaKey(slot, storage.MetaOffset)); err != nil {
+		return 0, 0, 0, false, fmt.Errorf("slot %d: read offset: %w", slot, err)
+	} else if ok {
+		if len(v) != 8 {
+			return 0, 0, 0, false, fmt.Errorf("slot %d: %w: offset", slot, ErrCorrupt)
+		}
+		offset = storage.DecodeTime(v)
+	}
+	if v, ok, err := r.Get(storage.MetaKey(slot, storage.MetaPending)); err != nil {
+		return 0, 0, 0, false, fmt.Errorf("slot %d: read pending: %w", slot, err)
+	} else if ok {
+		n, k := binary.Varint(v)
+		if k <= 0 {
+			return 0, 0, 0, false, fmt.Errorf("slot %d: %w: pending count", slot, ErrCorrupt)
+		}
+		pending = n
+	}
+	_, restoring, err = r.Get(storage.MetaKey(slot, storage.MetaRestoring))
+	if err != nil {
+		return 0, 0, 0, false, fmt.Errorf("slot %d: read restore marker: %w", slot, err)
+	}
+	return applied, offset, pending, restoring, nil
+}
+
+// SetObserver installs the observer (the slot's scheduler).
+func (f *SlotFSM) SetObserver(o Observer) { f.obs.Store(&observerBox{o}) }
+
+// Slot is the slot number.
+func (f *SlotFSM) Slot() int { return f.slot }
+
+// Applied is the last applied raft index.
+func (f *SlotFSM) Applied() uint64 { return f.applied.Load() }
+
+// Offset is the scan offset: no due entry is earlier.
+func (f *SlotFSM) Offset() int64 { return f.offset.Load() }
+
+// AppliedBytes is the number of command bytes applied since open.
+func (f *SlotFSM) AppliedBytes() uint64 { return f.appliedBytes.Load() }
+
+// Pending is the number of scheduled jobs.
+func (f *SlotFSM) Pending() int64 { return f.pending.Load() }
+
+// NeedsRestore reports that a restore was interrupted: the state is partial
+// and must be restored again before the replica serves.
+func (f *SlotFSM) NeedsRestore() bool { return f.restoring }
+
+// Apply implements raft.FSM.
+func (f *SlotFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// applyState is the working state of one ApplyBatch.
+type applyState struct {
+	f       *SlotFSM
+	b       *storage.Batch
+	offset  int64
+	pending int64
+	notes   []storage.DueEntry
+	kb      []byte // key scratch
+	vb      []byte // value scratch
+}
+
+// ApplyBatch implements raft.BatchingFSM: every entry of the batch goes into
+// one Pebble batch, committed without sync together with the new applied
+// index.
+func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	res := make([]interface{}, len(logs))
+	if f.stopped.Load() {
+		for i := range res {
+			res[i] = ErrStopped
+		}
+		return res
+	}
+	s := &applyState{f: f, b: f.db.NewIndexedBatch(), offset: f.offset.Load(), pending: f.pending.Load()}
+	defer s.b.Close()
+	applied := f.applied.Load()
+	last := applied
+	for i, l := range logs {
+		if l.Index <= applied {
+			continue // already in storage: raft replays after a restart
+		}
+		last = l.Index
+		f.appliedBytes.Add(uint64(len(l.Data)))
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmds, err := Decode(l.Data)
+		if err != nil {
+			// Every replica rejects the same bytes the same way.
+			f.log.Error("rejecting undecodable command", "slot", f.slot, "index", l.Index, "error", err)
+			res[i] = err
+			continue
+		}
+		out := make([]Result, len(cmds))
+		for j, c := range cmds {
+			r, err := s.apply(c)
+			if err != nil {
+				f.fail(fmt.Errorf("slot %d: apply index %d: %w", f.slot, l.Index, err))
+				for k := range res {
+					res[k] = ErrStopped
+				}
+				return res
+			}
+			out[j] = r
+		}
+		res[i] = out
+	}
+	if last == applied {
+		return res
+	}
+	if err := s.writeMeta(last); err == nil {
+		err = s.b.Commit(false)
+		if err != nil {
+			f.fail(fmt.Errorf("slot %d: commit index %d: %w", f.slot, last, err))
+			for k := range res {
+				res[k] = ErrStopped
+			}
+			return res
+		}
+	} else {
+		f.fail(err)
+		for k := range res {
+			res[k] = ErrStopped
+		}
+		return res
+	}
+	f.applied.Store(last)
+	f.offset.Store(s.offset)
+	f.pending.Store(s.pending)
+	if box := f.obs.Load(); box != nil {
+		for _, n := range s.notes {
+			box.o.Scheduled(n.Due, n.Coll, n.ID)
+		}
+	}
+	return res
+}
+
+func (f *SlotFSM) fail(err error) {
+	if f.stopped.Swap(true) {
+		return
+	}
+	f.log.Error("slot replica stopped: storage write failed; free disk space or fix the disk, then restart the node (nothing acknowledged is lost: the raft log replays on restart)",
+		"slot", f.slot, "error", err)
+	if f.onFatal != nil {
+		f.onFatal(err)
+	}
+}
+
+func (s *applyState) writeMeta(applied uint64) error {
+	slot := s.f.slot
+	if err := s.b.Set(storage.MetaKey(slot, storage.MetaApplied), binary.BigEndian.AppendUint64(nil, applied)); err != nil {
+		return err
+	}
+	if err := s.b.Set(storage.MetaKey(slot, storage.MetaOffset), storage.EncodeTime(nil, s.offset)); err != nil {
+		return err
+	}
+	return s.b.Set(storage.MetaKey(slot, storage.MetaPending), binary.AppendVarint(nil, s.pending))
+}
+
+func (s *applyState) apply(c Command) (Result, error) {
+	switch c := c.(type) {
+	case *Create:
+		return s.create(c)
+	case *Upsert:
+		return s.upsert(c)
+	case *Delete:
+		return s.delete(c)
+	case *Ack:
+		return s.ack(c)
+	case *Retry:
+		return s.retry(c)
+	case *Reschedule:
+		return s.reschedule(c)
+	case *AdvanceOffset:
+		return s.advanceOffset(c)
+	case *DropDue:
+		return s.dropDue(c)
+	case *RemoveFinished:
+		return s.removeFinished(c)
+	case *PurgeCollection:
+		return s.purgeCollection(c)
+	}
+	return Result{Code: Rejected}, nil
+}
+
+func (s *applyState) getJob(coll, id string) (*Job, bool, error) {
+	return GetJob(s.b, s.f.slot, coll, id)
+}
+
+func newJob(coll, id string, spec *JobSpec, now int64) *Job {
+	return &Job{
+		Collection:        coll,
+		ID:                id,
+		Version:           1,
+		Status:            StatusScheduled,
+		TriggerTime:       spec.TriggerTime,
+		DueTime:           spec.TriggerTime,
+		CreatedAt:         now,
+		UpdatedAt:         now,
+		CallbackURL:       spec.CallbackURL,
+		Route:             spec.Route,
+		Meta:              spec.Meta,
+		Retry:             spec.Retry,
+		CallbackTimeoutMs: spec.CallbackTimeoutMs,
+		SpecHash:          spec.Hash,
+	}
+}
+
+func (s *applyState) create(c *Create) (Result, error) {
+	old, found, err := s.getJob(c.Coll, c.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	if found {
+		if old.SpecHash == c.Spec.Hash {
+			return Result{Code: Exists, Job: old}, nil
+		}
+		return Result{Code: Conflict, Job: old}, nil
+	}
+	j := newJob(c.Coll, c.ID, &c.Spec, c.Now)
+	if err := s.putJob(j); err != nil {
+		return Result{}, err
+	}
+	if err := s.addIndexes(j); err != nil {
+		return Result{}, err
+	}
+	return Result{Code: Created, Job: j}, nil
+}
+
+func (s *applyState) upsert(c *Upsert) (Result, error) {
+	old, found, err := s.getJob(c.Coll, c.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.IfMatch != 0 && (!found || old.Version != c.IfMatch) {
+		return Result{Code: PreconditionFailed, Job: old}, nil
+	}
+	j := newJob(c.Coll, c.ID, &c.Spec, c.Now)
+	code := Created
+	if found {
+		if err := s.removeIndexes(old); err != nil {
+			return Result{}, err
+		}
+		j.Version = old.Version + 1
+		j.CreatedAt = old.CreatedAt
+		code = OK
+	}
+	if err := s.putJob(j); err != nil {
+		return Result{}, err
+	}
+	if err := s.addIndexes(j); err != nil {
+		return Result{}, err
+	}
+	return Result{Code: code, Job: j}, nil
+}
+
+func (s *applyState) delete(c *Delete) (Result, error) {
+	old, found, err := s.getJob(c.Coll, c.ID)
+	if err != nil || !found {
+		return Result{Code: NotFound}, err
+	}
+	if err := s.removeIndexes(old); err != nil {
+		return Result{}, err
+	}
+	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, c.Coll, c.ID)
+	if err := s.b.Delete(s.kb); err != nil {
+		return Result{}, err
+	}
+	return Result{Code: OK, Job: old}, nil
+}
+
+// firedVersion loads the job an outcome is about, or reports it stale: the
+// job was deleted, replaced or already finished since the leader fired it.
+func (s *applyState) firedVersion(coll, id string, version uint64) (*Job, bool, error) {
+	j, found, err := s.getJob(coll, id)
+	if err != nil || !found || j.Version != version || j.Status != StatusScheduled {
+		return nil, false, err
+	}
+	return j, true, nil
+}
+
+func (s *applyState) ack(c *Ack) (Result, error) {
+	j, ok, err := s.firedVersion(c.Coll, c.ID, c.Version)
+	if err != nil || !ok {
+		return Result{Code: Stale}, err
+	}
+	if err := s.removeIndexes(j); err != nil {
+		return Result{}, err
+	}
+	j.Status = StatusFailed
+	if c.Success {
+		j.Status = StatusSucceeded
+	}
+	j.Attempts = c.Attempts
+	j.LastError = c.LastError
+	j.FinishedAt = c.Now
+	j.UpdatedAt = c.Now
+	j.Version++
+	if err := s.putJob(j); err != nil {
+		return Result{}, err
+	}
+	if err := s.addIndexes(j); err != nil {
+		return Result{}, err
+	}
+	return Result{Code: OK, Job: j}, nil
+}
+
+func (s *applyState) retry(c *Retry) (Result, error) {
+	j, ok, err := s.firedVersion(c.Coll, c.ID, c.Version)
+	if err != nil || !ok {
+		return Result{Code: Stale}, err
+	}
+	if err := s.removeIndexes(j); err != nil {
+		return Result{}, err
+	}
+	j.DueTime = c.NextDue
+	j.Attempts = c.Attempts
+	j.LastError = c.LastError
+	j.UpdatedAt = c.Now
+	j.Version++
+	if err := s.putJob(j); err != nil {
+		return Result{}, err
+	}
+	if err := s.addIndexes(j); err != nil {
+		return Result{}, err
+	}
+	return Result{Code: OK, Job: j}, nil
+}
+
+func (s *applyState) reschedule(c *Reschedule) (Result, error) {
+	j, ok, err := s.firedVersion(c.Coll, c.ID, c.Version)
+	if err != nil || !ok {
+		return Result{Code: Stale}, err
+	}
+	if err := s.removeIndexes(j); err != nil {
+		return Result{}, err
+	}
+	j.TriggerTime = c.TriggerTime
+	j.DueTime = c.TriggerTime
+	j.Attempts = 0
+	j.LastError = ""
+	j.UpdatedAt = c.Now
+	j.Version++
+	if err := s.putJob(j); err != nil {
+		return Result{}, err
+	}
+	if err := s.addIndexes(j); err != nil {
+		return Result{}, err
+	}
+	return Result{Code: OK, Job: j}, nil
+}
+
+// advanceOffset moves the offset forward to the proposal, but never past
+// the first live due entry: whatever the leader believed, a new leader that
+// scans from the offset must find every scheduled job.
+func (s *applyState) advanceOffset(c *AdvanceOffset) (Result, error) {
+	if c.Offset <= s.offset {
+		return Result{Code: OK}, nil
+	}
+	lower := storage.DueBound(s.f.slot, s.offset)
+	if s.offset == NoOffset {
+		lower, _ = storage.DueSpan(s.f.slot)
+	}
+	it, err := s.b.NewIter(lower, storage.DueBound(s.f.slot, c.Offset))
+	if err != nil {
+		return Result{}, err
+	}
+	next := c.Offset
+	if it.First() {
+		e, err := storage.DecodeDueKey(it.Key())
+		if err != nil {
+			_ = it.Close()
+			return Result{}, err
+		}
+		next = e.Due
+	}
+	if err := it.Close(); err != nil {
+		return Result{}, err
+	}
+	s.offset = next
+	return Result{Code: OK}, nil
+}
+
+func (s *applyState) dropDue(c *DropDue) (Result, error) {
+	key := storage.DueKey(nil, s.f.slot, c.Due, c.Coll, c.ID)
+	if _, ok, err := s.b.Get(key); err != nil || !ok {
+		return Result{Code: NotFound}, err
+	}
+	j, found, err := s.getJob(c.Coll, c.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	if found && j.Status == StatusScheduled && j.DueTime == c.Due {
+		return Result{Code: Stale}, nil // still live
+	}
+	return Result{Code: OK}, s.b.Delete(key)
+}
+
+type listRef struct {
+	coll, id string
+	t        int64
+	key      []byte
+}
+
+// collect reads up to limit keys of [lower, upper), plus whether more exist.
+// Keys are collected before any deletion so the iteration never races the
+// batch it reads from.
+func (s *applyState) collect(lower, upper []byte, limit int64, decode func([]byte) (listRef, error)) ([]listRef, bool, error) {
+	if limit <= 0 || limit > 100_000 {
+		limit = 100_000
+	}
+	it, err := s.b.NewIter(lower, upper)
+	if err != nil {
+		return nil, false, err
+	}
+	var refs []listRef
+	more := false
+	for ok := it.First(); ok; ok = it.Next() {
+		if int64(len(refs)) == limit {
+			more = true
+			break
+		}
+		r, err := decode(it.Key())
+		if err != nil {
+			_ = it.Close()
+			return nil, false, err
+		}
+		r.key = append([]byte(nil), it.Key()...)
+		refs = append(refs, r)
+	}
+	return refs, more, it.Close()
+}
+
+func (s *applyState) removeFinished(c *RemoveFinished) (Result, error) {
+	lower, upper := storage.FinishedBefore(s.f.slot, c.Coll, c.Before)
+	refs, more, err := s.collect(lower, upper, c.Limit, func(k []byte) (listRef, error) {
+		coll, t, id, err := storage.DecodeFinishedKey(k)
+		return listRef{coll: coll, id: id, t: t}, err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	var n int64
+	for _, r := range refs {
+		j, found, err := s.getJob(r.coll, r.id)
+		if err != nil {
+			return Result{}, err
+		}
+		if found && j.Status.Finished() && j.FinishedAt == r.t {
+			if err := s.removeIndexes(j); err != nil {
+				return Result{}, err
+			}
+			s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
+			if err := s.b.Delete(s.kb); err != nil {
+				return Result{}, err
+			}
+			n++
+			continue
+		}
+		if err := s.b.Delete(r.key); err != nil { // orphan index entry
+			return Result{}, err
+		}
+	}
+	return Result{Code: OK, More: more, N: n}, nil
+}
+
+func (s *applyState) purgeCollection(c *PurgeCollection) (Result, error) {
+	lower, upper := storage.CollectionListSpan(s.f.slot, c.Coll)
+	refs, more, err := s.collect(lower, upper, c.Limit, func(k []byte) (listRef, error) {
+		coll, t, id, err := storage.DecodeListKey(k)
+		return listRef{coll: coll, id: id, t: t}, err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	var n int64
+	for _, r := range refs {
+		j, found, err := s.getJob(r.coll, r.id)
+		if err != nil {
+			return Result{}, err
+		}
+		if found {
+			if err := s.removeIndexes(j); err != nil {
+				return Result{}, err
+			}
+			s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
+			if err := s.b.Delete(s.kb); err != nil {
+				return Result{}, err
+			}
+			n++
+		}
+		if err := s.b.Delete(r.key); err != nil {
+			return Result{}, err
+		}
+	}
+	return Result{Code: OK, More: more, N: n}, nil
+}
+
+func (s *applyState) putJob(j *Job) error {
+	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
+	s.vb = AppendRecord(s.vb[:0], j)
+	return s.b.Set(s.kb, s.vb)
+}
+
+// addIndexes writes the index entries of j's current state.
+func (s *applyState) addIndexes(j *Job) error {
+	slot := s.f.slot
+	s.kb = storage.ListKey(s.kb[:0], slot, j.Collection, j.TriggerTime, j.ID)
+	if err := s.b.Set(s.kb, []byte{byte(j.Status)}); err != nil {
+		return err
+	}
+	switch {
+	case j.Status == StatusScheduled:
+		s.kb = storage.DueKey(s.kb[:0], slot, j.DueTime, j.Collection, j.ID)
+		if err := s.b.Set(s.kb, nil); err != nil {
+			return err
+		}
+		s.pending++
+		if j.DueTime < s.offset {
+			s.offset = j.DueTime
+		}
+		s.notes = append(s.notes, storage.DueEntry{Due: j.DueTime, Coll: j.Collection, ID: j.ID})
+	case j.Status.Finished():
+		s.kb = storage.FinishedKey(s.kb[:0], slot, j.Collection, j.FinishedAt, j.ID)
+		if err := s.b.Set(s.kb, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeIndexes deletes the index entries of j's current state.
+func (s *applyState) removeIndexes(j *Job) error {
+	slot := s.f.slot
+	s.kb = storage.ListKey(s.kb[:0], slot, j.Collection, j.TriggerTime, j.ID)
+	if err := s.b.Delete(s.kb); err != nil {
+		return err
+	}
+	switch {
+	case j.Status == StatusScheduled:
+		s.kb = storage.DueKey(s.kb[:0], slot, j.DueTime, j.Collection, j.ID)
+		if err := s.b.Delete(s.kb); err != nil {
+			return err
+		}
+		s.pending--
+	case j.Status.Finished():
+		s.kb = storage.FinishedKey(s.kb[:0], slot, j.Collection, j.FinishedAt, j.ID)
+		if err := s.b.Delete(s.kb); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,330 @@
+package raftfsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/raft"
+	"github.com/klauspost/compress/zstd"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func memDB(t *testing.T) *storage.DB {
+	t.Helper()
+	db, err := storage.Open("db", storage.Options{FS: vfs.NewMem(), CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func openFSM(t *testing.T, db *storage.DB, slot int) *SlotFSM {
+	t.Helper()
+	f, err := OpenSlotFSM(db, slot, quiet, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// logOf turns command groups into raft log entries starting at index 1.
+func logOf(groups ...[]Command) []*raft.Log {
+	out := make([]*raft.Log, len(groups))
+	for i, g := range groups {
+		out[i] = &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: Encode(g...)}
+	}
+	return out
+}
+
+func spec(trigger int64, hash uint64) JobSpec {
+	return JobSpec{TriggerTime: trigger, CallbackURL: "http://127.0.0.1/hook", Hash: hash}
+}
+
+func results(t *testing.T, v interface{}) []Result {
+	t.Helper()
+	r, ok := v.([]Result)
+	if !ok {
+		t.Fatalf("apply returned %T (%v)", v, v)
+	}
+	return r
+}
+
+// dump returns every key and value of a slot's span.
+func dump(t *testing.T, r storage.Reader, slot int) string {
+	t.Helper()
+	lo, hi := storage.SlotSpan(slot)
+	it, err := r.NewIter(lo, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for ok := it.First(); ok; ok = it.Next() {
+		fmt.Fprintf(&b, "%x=%x\n", it.Key(), it.Value())
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// workload is a log that exercises every slot command.
+func workload() []*raft.Log {
+	return logOf(
+		[]Command{&Create{Coll: "c", ID: "a", Spec: spec(100, 1), Now: 10}, &Create{Coll: "c", ID: "b", Spec: spec(200, 2), Now: 10}},
+		[]Command{&Create{Coll: "c", ID: "a", Spec: spec(100, 1), Now: 11}}, // exists
+		[]Command{&Create{Coll: "c", ID: "a", Spec: spec(101, 9), Now: 11}}, // conflict
+		[]Command{&Create{Coll: "d", ID: "x", Spec: spec(50, 3), Now: 12}, &Create{Coll: "c", ID: "gone", Spec: spec(300, 4), Now: 12}},
+		[]Command{&Ack{Coll: "c", ID: "a", Version: 1, Success: true, Attempts: 1, Now: 105}},
+		[]Command{&Retry{Coll: "c", ID: "b", Version: 1, NextDue: 260, Attempts: 1, LastError: "503", Now: 205}},
+		[]Command{&Ack{Coll: "c", ID: "b", Version: 1, Success: true, Now: 206}}, // stale: b is at version 2
+		[]Command{&Reschedule{Coll: "d", ID: "x", Version: 1, TriggerTime: 400, Now: 60}},
+		[]Command{&Delete{Coll: "c", ID: "gone"}},
+		[]Command{&Upsert{Coll: "c", ID: "b", Spec: spec(500, 5), IfMatch: 1, Now: 70}}, // precondition failed
+		[]Command{&Upsert{Coll: "c", ID: "b", Spec: spec(500, 5), IfMatch: 2, Now: 70}},
+		[]Command{&AdvanceOffset{Offset: 450}},
+		[]Command{&RemoveFinished{Coll: "c", Before: 1000, Limit: 10}},
+	)
+}
+
+func TestApplyOutcomes(t *testing.T) {
+	db := memDB(t)
+	f := openFSM(t, db, 3)
+	out := f.ApplyBatch(workload())
+	codes := []Code{}
+	for _, o := range out {
+		for _, r := range results(t, o) {
+			codes = append(codes, r.Code)
+		}
+	}
+	want := []Code{Created, Created, Exists, Conflict, Created, Created, OK, OK, Stale, OK, OK, PreconditionFailed, OK, OK, OK}
+	if fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Fatalf("codes\n got %v\nwant %v", codes, want)
+	}
+	if f.Applied() != 13 {
+		t.Fatalf("applied = %d", f.Applied())
+	}
+	// a: finished then removed by retention; b: rescheduled by upsert to 500 (v3);
+	// x: rescheduled to 400; gone: deleted.
+	if _, ok, _ := GetJob(db, 3, "c", "a"); ok {
+		t.Error("finished job a survived RemoveFinished")
+	}
+	b, ok, _ := GetJob(db, 3, "c", "b")
+	if !ok || b.Version != 3 || b.DueTime != 500 || b.Attempts != 0 || b.Status != StatusScheduled {
+		t.Errorf("b = %+v", b)
+	}
+	if f.Pending() != 2 {
+		t.Errorf("pending = %d, want 2 (b, x)", f.Pending())
+	}
+	// The offset was proposed at 450 but x is due at 400: it stops there.
+	if f.Offset() != 400 {
+		t.Errorf("offset = %d, want 400 (first live due entry)", f.Offset())
+	}
+	var dues []int64
+	if _, err := ScanDue(db, 3, 0, 1000, 100, func(e storage.DueEntry) bool { dues = append(dues, e.Due); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(dues) != "[400 500]" {
+		t.Errorf("due index = %v", dues)
+	}
+}
+
+// TestReplayIsIdempotentAndDeterministic: applying the same log twice (raft
+// replays after a restart) changes nothing, and a fresh replica applying the
+// log reaches byte-identical state.
+func TestReplayIsIdempotentAndDeterministic(t *testing.T) {
+	db1 := memDB(t)
+	f1 := openFSM(t, db1, 1)
+	f1.ApplyBatch(workload())
+	first := dump(t, db1, 1)
+
+	for _, l := range workload() { // one by one this time
+		if r := f1.Apply(l); r != nil {
+			if res, ok := r.([]Result); !ok || len(res) != 0 {
+				t.Fatalf("replayed index %d returned %v", l.Index, r)
+			}
+		}
+	}
+	if again := dump(t, db1, 1); again != first {
+		t.Fatal("replaying the log changed the state")
+	}
+	// Reopen (as after a restart): applied index comes back from storage.
+	f1b := openFSM(t, db1, 1)
+	if f1b.Applied() != 13 || f1b.Pending() != f1.Pending() || f1b.Offset() != f1.Offset() {
+		t.Fatalf("reopened: applied %d pending %d offset %d", f1b.Applied(), f1b.Pending(), f1b.Offset())
+	}
+
+	db2 := memDB(t)
+	f2 := openFSM(t, db2, 1)
+	for _, l := range workload() {
+		f2.Apply(l)
+	}
+	if other := dump(t, db2, 1); other != first {
+		t.Fatalf("two replicas diverged:\n%s\nvs\n%s", first, other)
+	}
+}
+
+type sink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *sink) ID() string    { return "test" }
+func (s *sink) Cancel() error { s.cancelled = true; return nil }
+func (s *sink) Close() error  { return nil }
+
+func TestSnapshotRestoreRoundTrip(t *testing.T) {
+	src := memDB(t)
+	f := openFSM(t, src, 5)
+	f.ApplyBatch(workload())
+	want := dump(t, src, 5)
+
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writes after the snapshot was taken must not leak into it.
+	f.ApplyBatch([]*raft.Log{{Index: 14, Type: raft.LogCommand, Data: Encode(&Create{Coll: "c", ID: "late", Spec: spec(9, 9), Now: 1})}})
+	var s sink
+	if err := snap.Persist(&s); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	// The target holds another slot's data and stale data of this slot.
+	dst := memDB(t)
+	other := openFSM(t, dst, 6)
+	other.ApplyBatch(logOf([]Command{&Create{Coll: "c", ID: "neighbour", Spec: spec(1, 1), Now: 1}}))
+	neighbour := dump(t, dst, 6)
+	g := openFSM(t, dst, 5)
+	g.ApplyBatch(logOf([]Command{&Create{Coll: "c", ID: "stale", Spec: spec(1, 1), Now: 1}}))
+
+	if err := g.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, dst, 5); got != want {
+		t.Fatalf("restored state differs:\n got %s\nwant %s", got, want)
+	}
+	if got := dump(t, dst, 6); got != neighbour {
+		t.Fatal("restore touched another slot")
+	}
+	if g.Applied() != 13 || g.Pending() != 2 || g.Offset() != 400 {
+		t.Fatalf("restored meta: applied %d pending %d offset %d", g.Applied(), g.Pending(), g.Offset())
+	}
+	// Restore into the wrong slot is refused.
+	wrong := openFSM(t, dst, 7)
+	if err := wrong.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err == nil {
+		t.Fatal("slot 7 accepted slot 5's snapshot")
+	}
+	// A truncated snapshot is refused.
+	h := openFSM(t, dst, 5)
+	if err := h.Restore(io.NopCloser(bytes.NewReader(s.Bytes()[:len(s.Bytes())-3]))); err == nil {
+		t.Fatal("truncated snapshot restored")
+	}
+	// A snapshot that breaks after the old state was cleared leaves the
+	// restore marker, so the next start redoes the restore.
+	var broken bytes.Buffer
+	zw, _ := zstd.NewWriter(&broken)
+	hdr := append([]byte(slotSnapshotMagic), 0, 5)
+	hdr = binary.BigEndian.AppendUint64(hdr, 99)
+	_, _ = zw.Write(append(hdr, 7)) // 7: no such entry tag
+	_ = zw.Close()
+	if err := h.Restore(io.NopCloser(&broken)); err == nil {
+		t.Fatal("broken snapshot restored")
+	}
+	if again := openFSM(t, dst, 5); !again.NeedsRestore() {
+		t.Fatal("interrupted restore not marked")
+	}
+}
+
+func TestOffsetNeverPassesLiveEntries(t *testing.T) {
+	db := memDB(t)
+	f := openFSM(t, db, 0)
+	if f.Offset() != NoOffset {
+		t.Fatalf("empty slot offset = %d", f.Offset())
+	}
+	f.ApplyBatch(logOf(
+		[]Command{&Create{Coll: "c", ID: "a", Spec: spec(1000, 1), Now: 1}},
+		[]Command{&AdvanceOffset{Offset: 5000}},
+		[]Command{&Create{Coll: "c", ID: "past", Spec: spec(10, 2), Now: 2}}, // below the offset: lowers it
+	))
+	if f.Offset() != 10 {
+		t.Fatalf("offset = %d, want 10", f.Offset())
+	}
+	f.ApplyBatch([]*raft.Log{
+		{Index: 4, Type: raft.LogCommand, Data: Encode(&Ack{Coll: "c", ID: "past", Version: 1, Success: true, Now: 11})},
+		{Index: 5, Type: raft.LogCommand, Data: Encode(&AdvanceOffset{Offset: 5000})},
+	})
+	if f.Offset() != 1000 {
+		t.Fatalf("offset = %d, want 1000", f.Offset())
+	}
+}
+
+func TestPurgeCollectionIsBounded(t *testing.T) {
+	db := memDB(t)
+	f := openFSM(t, db, 0)
+	var cmds []Command
+	for i := 0; i < 25; i++ {
+		cmds = append(cmds, &Create{Coll: "gone", ID: fmt.Sprint(i), Spec: spec(int64(i), 1), Now: 1})
+	}
+	cmds = append(cmds, &Create{Coll: "keep", ID: "k", Spec: spec(1, 1), Now: 1})
+	f.ApplyBatch(logOf(cmds))
+	idx := uint64(2)
+	rounds := 0
+	for {
+		out := f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: Encode(&PurgeCollection{Coll: "gone", Limit: 10})}})
+		idx++
+		rounds++
+		if !results(t, out[0])[0].More {
+			break
+		}
+	}
+	if rounds != 3 {
+		t.Errorf("purge of 25 jobs in steps of 10 took %d rounds, want 3", rounds)
+	}
+	if f.Pending() != 1 {
+		t.Errorf("pending = %d, want 1", f.Pending())
+	}
+	if _, ok, _ := GetJob(db, 0, "keep", "k"); !ok {
+		t.Error("purge removed another collection's job")
+	}
+}
+
+func TestListJobsCursor(t *testing.T) {
+	db := memDB(t)
+	f := openFSM(t, db, 0)
+	var cmds []Command
+	for i := 0; i < 10; i++ {
+		cmds = append(cmds, &Create{Coll: "c", ID: fmt.Sprintf("j%d", i), Spec: spec(int64(100+i/2), 1), Now: 1})
+	}
+	f.ApplyBatch(logOf(cmds, []Command{&Ack{Coll: "c", ID: "j3", Version: 1, Success: false, Now: 5}}))
+	var seen []string
+	q := ListQuery{Coll: "c", From: 0, To: 1 << 40, Limit: 3}
+	for {
+		page, err := ListJobs(db, 0, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			seen = append(seen, j.ID)
+		}
+		if !page.Stopped {
+			break
+		}
+		q.After = &page.Pos
+	}
+	if fmt.Sprint(seen) != "[j0 j1 j2 j3 j4 j5 j6 j7 j8 j9]" {
+		t.Fatalf("paged list = %v", seen)
+	}
+	page, _ := ListJobs(db, 0, ListQuery{Coll: "c", Status: StatusFailed, From: 0, To: 1 << 40, Limit: 10})
+	if len(page.Jobs) != 1 || page.Jobs[0].ID != "j3" {
+		t.Fatalf("failed jobs = %v", page.Jobs)
+	}
+}

@@ -1,0 +1,252 @@
+package raftfsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/hashicorp/raft"
+	"github.com/klauspost/compress/zstd"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// Slot snapshot format, version 1 (zstd-compressed stream):
+//
+//	magic "TMSLOT01" | slot u16 | applied u64
+//	repeated: 0x01 | uvarint len | record key suffix | uvarint len | record value
+//	0x00 | count u64 | xxhash64 of every record byte
+//
+// Only job records travel: the due, list and finished indexes, the offset
+// and the pending count are all derived from the records on restore, which
+// halves the size of a snapshot.
+const slotSnapshotMagic = "TMSLOT01"
+
+// restoreBatchBytes bounds one restore batch so a large slot never builds
+// a giant in-memory batch.
+const restoreBatchBytes = 4 << 20
+
+type slotSnapshot struct {
+	f       *SlotFSM
+	snap    *storage.Snapshot
+	applied uint64
+}
+
+// Snapshot implements raft.FSM. It runs on the FSM goroutine, so the pinned
+// Pebble snapshot holds exactly the state at the applied index.
+func (f *SlotFSM) Snapshot() (raft.FSMSnapshot, error) {
+	if f.stopped.Load() {
+		return nil, ErrStopped
+	}
+	return &slotSnapshot{f: f, snap: f.db.NewSnapshot(), applied: f.applied.Load()}, nil
+}
+
+// Persist writes the snapshot. It first syncs Pebble's WAL: state-machine
+// writes are unsynced, and once this snapshot exists raft may truncate the
+// log entries that were their only durable copy.
+func (s *slotSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.persist(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("slot %d: persist snapshot at %d: %w", s.f.slot, s.applied, err)
+	}
+	return sink.Close()
+}
+
+func (s *slotSnapshot) persist(w io.Writer) error {
+	if err := s.f.db.SyncWAL(); err != nil {
+		return err
+	}
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(zw, 256<<10)
+	hdr := append([]byte(slotSnapshotMagic), byte(s.f.slot>>8), byte(s.f.slot))
+	hdr = binary.BigEndian.AppendUint64(hdr, s.applied)
+	if _, err := bw.Write(hdr); err != nil {
+		return err
+	}
+	lower, upper := storage.RecordSpan(s.f.slot)
+	it, err := s.snap.NewIter(lower, upper)
+	if err != nil {
+		return err
+	}
+	h := xxhash.New()
+	var count uint64
+	var buf []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		buf = append(buf[:0], 1)
+		buf = putBytes(buf, k[len(lower):])
+		buf = putBytes(buf, v)
+		_, _ = h.Write(buf)
+		if _, err := bw.Write(buf); err != nil {
+			_ = it.Close()
+			return err
+		}
+		count++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	trailer := binary.BigEndian.AppendUint64([]byte{0}, count)
+	trailer = binary.BigEndian.AppendUint64(trailer, h.Sum64())
+	if _, err := bw.Write(trailer); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *slotSnapshot) Release() { _ = s.snap.Close() }
+
+// Restore implements raft.FSM: it replaces the slot's whole state with the
+// snapshot. A marker written (synced) before the old state is cleared and
+// removed (synced) only after the new one is complete tells the next start
+// that an interrupted restore must be redone.
+func (f *SlotFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	if err := f.restore(rc); err != nil {
+		return fmt.Errorf("slot %d: restore snapshot: %w", f.slot, err)
+	}
+	if box := f.obs.Load(); box != nil {
+		box.o.Reset()
+	}
+	return nil
+}
+
+func (f *SlotFSM) restore(r io.Reader) error {
+	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	br := bufio.NewReaderSize(zr, 256<<10)
+	hdr := make([]byte, len(slotSnapshotMagic)+2+8)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		return fmt.Errorf("%w: snapshot header: %v", ErrCorrupt, err)
+	}
+	if string(hdr[:len(slotSnapshotMagic)]) != slotSnapshotMagic {
+		return fmt.Errorf("%w: not a slot snapshot", ErrCorrupt)
+	}
+	if slot := int(hdr[8])<<8 | int(hdr[9]); slot != f.slot {
+		return fmt.Errorf("%w: snapshot of slot %d offered to slot %d", ErrCorrupt, slot, f.slot)
+	}
+	applied := binary.BigEndian.Uint64(hdr[10:])
+
+	// Mark, then clear: in one synced batch the range deletion and the
+	// marker land together.
+	lower, upper := storage.SlotSpan(f.slot)
+	b := f.db.NewBatch()
+	if err := b.DeleteRange(lower, upper); err != nil {
+		b.Close()
+		return err
+	}
+	if err := b.Set(storage.MetaKey(f.slot, storage.MetaRestoring), []byte{1}); err != nil {
+		b.Close()
+		return err
+	}
+	if err := b.Commit(true); err != nil {
+		b.Close()
+		return err
+	}
+	b.Close()
+	f.restoring = true
+
+	recLower, _ := storage.RecordSpan(f.slot)
+	s := &applyState{f: f, b: f.db.NewBatch(), offset: NoOffset}
+	defer func() { s.b.Close() }()
+	h := xxhash.New()
+	var count uint64
+	var buf []byte
+	for {
+		tag, err := br.ReadByte()
+		if err != nil {
+			return fmt.Errorf("%w: snapshot truncated: %v", ErrCorrupt, err)
+		}
+		if tag == 0 {
+			break
+		}
+		if tag != 1 {
+			return fmt.Errorf("%w: snapshot entry tag %d", ErrCorrupt, tag)
+		}
+		key, err := readChunk(br, 2*storage.MaxIDLen)
+		if err != nil {
+			return err
+		}
+		val, err := readChunk(br, maxMeta+64<<10)
+		if err != nil {
+			return err
+		}
+		buf = append(buf[:0], 1)
+		buf = putBytes(buf, key)
+		buf = putBytes(buf, val)
+		_, _ = h.Write(buf)
+		count++
+		_, coll, id, err := storage.DecodeRecordKey(append(append([]byte(nil), recLower...), key...))
+		if err != nil {
+			return err
+		}
+		j := &Job{Collection: coll, ID: id}
+		if err := DecodeRecord(val, j); err != nil {
+			return err
+		}
+		if err := s.putJob(j); err != nil {
+			return err
+		}
+		if err := s.addIndexes(j); err != nil {
+			return err
+		}
+		s.notes = s.notes[:0]
+		if s.b.Len() >= restoreBatchBytes {
+			if err := s.b.Commit(false); err != nil {
+				return err
+			}
+			s.b.Close()
+			s.b = f.db.NewBatch()
+		}
+	}
+	var trailer [16]byte
+	if _, err := io.ReadFull(br, trailer[:]); err != nil {
+		return fmt.Errorf("%w: snapshot trailer: %v", ErrCorrupt, err)
+	}
+	if n := binary.BigEndian.Uint64(trailer[:8]); n != count {
+		return fmt.Errorf("%w: snapshot holds %d records, trailer says %d", ErrCorrupt, count, n)
+	}
+	if sum := binary.BigEndian.Uint64(trailer[8:]); sum != h.Sum64() {
+		return fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
+	}
+	if err := s.writeMeta(applied); err != nil {
+		return err
+	}
+	if err := s.b.Delete(storage.MetaKey(f.slot, storage.MetaRestoring)); err != nil {
+		return err
+	}
+	if err := s.b.Commit(true); err != nil {
+		return err
+	}
+	f.applied.Store(applied)
+	f.offset.Store(s.offset)
+	f.pending.Store(s.pending)
+	f.restoring = false
+	return nil
+}
+
+func readChunk(br *bufio.Reader, max int) ([]byte, error) {
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot chunk length: %v", ErrCorrupt, err)
+	}
+	if n > uint64(max) {
+		return nil, fmt.Errorf("%w: snapshot chunk of %d bytes", ErrCorrupt, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, fmt.Errorf("%w: snapshot chunk: %v", ErrCorrupt, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,235 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// healthz is GET /healthz: 200 while the process runs, whatever the cluster.
+func (s *Server) healthz(r *request) {
+	writeJSON(r.ctx, fasthttp.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+// readyz is GET /readyz: 200 when the backend is ready (in the cluster,
+// every slot led), else 503 with the reason, so load balancers can route
+// around a node that cannot serve.
+func (s *Server) readyz(r *request) {
+	err := s.b.Ready()
+	if err == nil {
+		writeJSON(r.ctx, fasthttp.StatusOK, []byte(`{"status":"ready"}`))
+		return
+	}
+	msg, ra := err.Error(), time.Second
+	var e *Error
+	if errors.As(err, &e) {
+		msg = e.Message
+		if e.RetryAfter > 0 {
+			ra = e.RetryAfter
+		}
+	}
+	writeError(r.ctx, Unavailable(ra, "%s", msg))
+}
+
+// metrics is GET /metrics, served by Options.MetricsHandler.
+func (s *Server) metrics(r *request) {
+	if s.o.MetricsHandler == nil {
+		writeError(r.ctx, NotFound("metrics are not enabled on this node"))
+		return
+	}
+	s.o.MetricsHandler(r.ctx)
+}
+
+// writeValue answers with v encoded by encoding/json (admin answers are
+// small and rare, so reflection is fine).
+func (s *Server) writeValue(r *request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.fail(r, Internal("encoding the answer: %v", err))
+		return
+	}
+	writeJSON(r.ctx, status, b)
+}
+
+// cluster is GET /v1/cluster.
+func (s *Server) cluster(r *request) {
+	ctx, cancel := s.backendCtx()
+	info, err := s.b.Cluster(ctx)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	if info == nil {
+		info = &ClusterInfo{}
+	}
+	// Lists render as [] rather than null: clients iterate them.
+	out := *info
+	if out.Nodes == nil {
+		out.Nodes = []NodeInfo{}
+	}
+	out.Slots = append([]SlotInfo{}, out.Slots...)
+	for i := range out.Slots {
+		if out.Slots[i].Replicas == nil {
+			out.Slots[i].Replicas = []string{}
+		}
+	}
+	s.writeValue(r, fasthttp.StatusOK, &out)
+}
+
+// rebalance is POST /v1/admin/rebalance[?dry_run=true].
+func (s *Server) rebalance(r *request) {
+	dry := false
+	args := r.ctx.QueryArgs()
+	if args.Has("dry_run") {
+		v := string(args.Peek("dry_run"))
+		if v == "" {
+			dry = true
+		} else {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				writeError(r.ctx, Invalid("dry_run: must be true or false, got %q", clip(v)))
+				return
+			}
+			dry = b
+		}
+	}
+	ctx, cancel := s.backendCtx()
+	moves, err := s.b.Rebalance(ctx, dry)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	if moves == nil {
+		moves = []Move{}
+	}
+	s.writeValue(r, fasthttp.StatusOK, struct {
+		Moves  []Move `json:"moves"`
+		DryRun bool   `json:"dry_run"`
+	}{moves, dry})
+}
+
+// compact is POST /v1/admin/compact.
+func (s *Server) compact(r *request) {
+	ctx, cancel := s.backendCtx()
+	res, err := s.b.Compact(ctx)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	out := make([]CompactResult, len(res))
+	copy(out, res)
+	for i := range out {
+		if out[i].TookMs == 0 && out[i].Took > 0 {
+			out[i].TookMs = out[i].Took.Milliseconds()
+		}
+	}
+	s.writeValue(r, fasthttp.StatusOK, struct {
+		Results []CompactResult `json:"results"`
+	}{out})
+}
+
+var transferFields = newFieldSet([]string{"to"}, nil)
+
+// checkNodeID validates a node id from a path or body. Node ids are the
+// node package's business (derived from host names by default), so this
+// only refuses what cannot be one.
+func checkNodeID(what, id string) *Error {
+	if id == "" || len(id) > 255 {
+		return Invalid("%s: must be a node id (1 to 255 characters), got %q", what, clip(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c == 0x7f || c == '/' {
+			return Invalid("%s: %q is not a node id (%s at byte %d)", what, clip(id), quoteByte(id, i), i)
+		}
+	}
+	return nil
+}
+
+// transferSlot is POST /v1/admin/slots/{n}/transfer {"to":"n2"}.
+func (s *Server) transferSlot(r *request) {
+	n, err := strconv.Atoi(r.params[0])
+	if err != nil || n < 0 || r.params[0][0] == '+' {
+		writeError(r.ctx, Invalid("slot: must be a non-negative integer, got %q", clip(r.params[0])))
+		return
+	}
+	b, e := body(r.ctx)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		writeError(r.ctx, Invalid(`to is missing: send {"to":"<node id>"}, the node that should lead slot %d`, n))
+		return
+	}
+	o, e := decodeObject("request body", b)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	if e := transferFields.check("", o); e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	raw, ok := o.field("to")
+	if !ok {
+		writeError(r.ctx, Invalid(`to is missing: send {"to":"<node id>"}, the node that should lead slot %d`, n))
+		return
+	}
+	to, e := str("to", raw)
+	if e == nil {
+		e = checkNodeID("to", to)
+	}
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	ctx, cancel := s.backendCtx()
+	err = s.b.TransferSlot(ctx, n, to)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	writeJSON(r.ctx, fasthttp.StatusOK, []byte(`{}`))
+}
+
+// drainNode is POST /v1/admin/nodes/{id}/drain.
+func (s *Server) drainNode(r *request) {
+	id := r.params[0]
+	if e := checkNodeID("node id", id); e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	ctx, cancel := s.backendCtx()
+	err := s.b.DrainNode(ctx, id)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	writeJSON(r.ctx, fasthttp.StatusOK, []byte(`{}`))
+}
+
+// removeNode is DELETE /v1/admin/nodes/{id}.
+func (s *Server) removeNode(r *request) {
+	id := r.params[0]
+	if e := checkNodeID("node id", id); e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	ctx, cancel := s.backendCtx()
+	err := s.b.RemoveNode(ctx, id)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	writeEmpty(r.ctx)
+}

@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+
+	"github.com/timemachine-db/timemachine/raftfsm"
+)
+
+// The list cursor is opaque to clients: base64url (no padding) of a version
+// byte, the zigzag varint trigger time and the id. The version byte lets the
+// encoding change without misreading cursors that clients still hold.
+const (
+	cursorV1     = 1
+	maxCursorLen = 512 // base64 characters; a v1 cursor is at most ~360
+)
+
+var cursorEncoding = base64.RawURLEncoding.Strict()
+
+// encodeCursor renders a list position as a next_cursor ("" for nil).
+func encodeCursor(p *raftfsm.ListPos) string {
+	if p == nil {
+		return ""
+	}
+	buf := make([]byte, 0, 1+binary.MaxVarintLen64+len(p.ID))
+	buf = append(buf, cursorV1)
+	buf = binary.AppendVarint(buf, p.Trigger)
+	buf = append(buf, p.ID...)
+	return cursorEncoding.EncodeToString(buf)
+}
+
+var errBadCursor = errors.New("not a cursor this server issued")
+
+// decodeCursor is the inverse of encodeCursor. It never panics on any
+// input (fuzzed) and refuses anything encodeCursor cannot have produced
+// from a job's position.
+func decodeCursor(s string) (*raftfsm.ListPos, error) {
+	if s == "" || len(s) > maxCursorLen {
+		return nil, errBadCursor
+	}
+	// encoding/base64 silently skips CR and LF; a cursor has none.
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return nil, errBadCursor
+		}
+	}
+	b, err := cursorEncoding.DecodeString(s)
+	if err != nil {
+		return nil, errBadCursor
+	}
+	if len(b) < 2 || b[0] != cursorV1 {
+		return nil, errBadCursor
+	}
+	t, n := binary.Varint(b[1:])
+	if n <= 0 {
+		return nil, errBadCursor
+	}
+	id := string(b[1+n:])
+	// An empty id is a valid position (before every id at that time).
+	if id != "" && !validID(id) {
+		return nil, errBadCursor
+	}
+	// Refuse non-minimal varints so each position has exactly one cursor.
+	if binary.PutVarint(make([]byte, binary.MaxVarintLen64), t) != n {
+		return nil, errBadCursor
+	}
+	return &raftfsm.ListPos{Trigger: t, ID: id}, nil
+}

@@ -1,0 +1,478 @@
+package httpapi
+
+import (
+	"bytes"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/timemachine-db/timemachine/raftfsm"
+)
+
+// body returns the request body, refusing encodings it cannot read. The
+// slice is fasthttp's: callers copy what they keep (decoding does).
+func body(ctx *fasthttp.RequestCtx) ([]byte, *Error) {
+	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && !strings.EqualFold(string(ce), "identity") {
+		return nil, Invalid("Content-Encoding %q is not supported; send the body uncompressed", clip(string(ce)))
+	}
+	return ctx.PostBody(), nil
+}
+
+// collParam validates the {c} path parameter.
+func collParam(r *request) (string, *Error) {
+	c := r.params[0]
+	return c, checkName("collection name", c)
+}
+
+// jobParams validates {c} and {id}.
+func jobParams(r *request) (coll, id string, e *Error) {
+	if coll, e = collParam(r); e != nil {
+		return
+	}
+	id = r.params[1]
+	return coll, id, checkID(id)
+}
+
+// createJobs is POST /v1/collections/{c}/jobs: one job (object body) or a
+// batch (array body).
+func (s *Server) createJobs(r *request) {
+	coll, e := collParam(r)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	b, e := body(r.ctx)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		s.createBatch(r, coll, b)
+		return
+	}
+	if len(b) > 0 && b[0] != '{' {
+		if err := validJSON(b); err != nil {
+			writeError(r.ctx, syntaxError("request body", err))
+			return
+		}
+		writeError(r.ctx, Invalid("request body must be a JSON object (one job) or an array of them (a batch), got %s", jsonKind(b)))
+		return
+	}
+	o, e := decodeObject("request body", b)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	p := s.parser(coll)
+	id, spec, e := p.parse(o, "")
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	if id == "" {
+		id = newIDs(p.now, 1)[0]
+	}
+	in := []JobInput{{ID: id, Spec: spec}}
+	ctx, cancel := s.backendCtx()
+	res, err := s.b.CreateJobs(ctx, coll, in)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	if len(res) != 1 {
+		s.fail(r, Internal("the backend answered %d results for 1 job", len(res)))
+		return
+	}
+	status, job, e := s.outcome(coll, in[0], res[0])
+	if e != nil {
+		s.fail(r, e)
+		return
+	}
+	rd := jobRenderer{s: s}
+	r.ctx.Response.Header.Set("Location", "/v1/collections/"+coll+"/jobs/"+job.ID)
+	setETag(r.ctx, job.Version)
+	writeJSON(r.ctx, status, rd.append(make([]byte, 0, 512), job))
+}
+
+// createBatch answers a batch create: 200 with one result per item, in
+// input order. Invalid items get their own 400 (or 413) result; every item,
+// valid or not, is passed to the backend so the results line up.
+func (s *Server) createBatch(r *request, coll string, b []byte) {
+	items, err := parseBatch(b)
+	if err != nil {
+		writeError(r.ctx, syntaxError("request body", err))
+		return
+	}
+	switch {
+	case len(items) == 0:
+		writeError(r.ctx, Invalid("the batch is empty; send 1 to %d jobs", MaxBatch))
+		return
+	case len(items) > MaxBatch:
+		writeError(r.ctx, TooLarge("the batch has %d jobs; at most %d are allowed per request", len(items), MaxBatch))
+		return
+	}
+	p := s.parser(coll)
+	in := make([]JobInput, len(items))
+	missing := 0
+	for i, it := range items {
+		if !it.isObj {
+			in[i].Err = Invalid("item %d: must be a JSON object, got %s", i, jsonKind(it.raw))
+			continue
+		}
+		id, spec, e := p.parse(it.obj, "")
+		in[i].ID, in[i].Spec = id, spec
+		if e != nil {
+			in[i].Err = e
+			continue
+		}
+		if id == "" {
+			missing++
+		}
+	}
+	if missing > 0 {
+		ids := newIDs(p.now, missing)
+		for i := range in {
+			if in[i].Err == nil && in[i].ID == "" {
+				in[i].ID, ids = ids[0], ids[1:]
+			}
+		}
+	}
+	ctx, cancel := s.backendCtx()
+	res, berr := s.b.CreateJobs(ctx, coll, in)
+	cancel()
+	if berr != nil {
+		s.fail(r, berr)
+		return
+	}
+	if len(res) != len(in) {
+		s.fail(r, Internal("the backend answered %d results for %d jobs", len(res), len(in)))
+		return
+	}
+	rd := jobRenderer{s: s}
+	out := make([]byte, 0, 64+len(in)*600)
+	out = append(out, `{"results":[`...)
+	for i := range in {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = s.appendResult(out, &rd, coll, in[i], res[i])
+	}
+	out = append(out, "]}"...)
+	writeJSON(r.ctx, fasthttp.StatusOK, out)
+}
+
+// appendResult renders one batch result: {"id","status","job","error"}.
+func (s *Server) appendResult(b []byte, rd *jobRenderer, coll string, in JobInput, res JobResult) []byte {
+	id := in.ID
+	if id == "" {
+		id = res.ID
+	}
+	b = append(b, '{')
+	b = appendStrField(b, "id", id)
+	if in.Err != nil { // the backend passes these through; ours is authoritative
+		b = appendIntField(b, "status", int64(in.Err.Status))
+		b = appendErrorObject(appendKey(b, "error"), in.Err)
+		return append(b, '}')
+	}
+	status, job, e := s.outcome(coll, in, res)
+	if e != nil && e.Code != CodeConflict {
+		job = nil
+	}
+	if e != nil {
+		status = e.Status
+	}
+	b = appendIntField(b, "status", int64(status))
+	if job != nil {
+		b = rd.append(appendKey(b, "job"), job)
+	}
+	if e != nil {
+		b = appendErrorObject(appendKey(b, "error"), e)
+	}
+	return append(b, '}')
+}
+
+// outcome maps one create result to a status and the job to show. A
+// conflict comes back as an error together with the existing job.
+func (s *Server) outcome(coll string, in JobInput, res JobResult) (int, *raftfsm.Job, *Error) {
+	if res.Err != nil {
+		return 0, nil, res.Err
+	}
+	job := res.Job
+	if job == nil {
+		job = jobFromSpec(coll, in.ID, &in.Spec)
+	}
+	switch res.Code {
+	case raftfsm.Created:
+		return fasthttp.StatusCreated, job, nil
+	case raftfsm.Exists:
+		return fasthttp.StatusOK, job, nil
+	case raftfsm.Conflict:
+		return 0, job, Conflict("job %q already exists in collection %q with a different spec; PUT /v1/collections/%s/jobs/%s replaces it", in.ID, coll, coll, in.ID)
+	}
+	return 0, nil, unexpected(res.Code)
+}
+
+// unexpected maps an outcome code the handler did not expect.
+func unexpected(c raftfsm.Code) *Error {
+	switch c {
+	case raftfsm.NotFound:
+		return NotFound("not found")
+	case raftfsm.Rejected:
+		return Conflict("rejected in the current state (is the collection being deleted?)")
+	}
+	return Internal("unexpected outcome %q from the backend", c.String())
+}
+
+// jobFromSpec is the job as it was asked for, for the unlikely case that the
+// backend reports success without the stored job.
+func jobFromSpec(coll, id string, spec *raftfsm.JobSpec) *raftfsm.Job {
+	return &raftfsm.Job{
+		Collection: coll, ID: id, Status: raftfsm.StatusScheduled,
+		TriggerTime: spec.TriggerTime, DueTime: spec.TriggerTime,
+		CallbackURL: spec.CallbackURL, Route: spec.Route, Meta: spec.Meta,
+		Retry: spec.Retry, CallbackTimeoutMs: spec.CallbackTimeoutMs, SpecHash: spec.Hash,
+	}
+}
+
+func (s *Server) parser(coll string) *jobParser {
+	return &jobParser{coll: coll, maxMetaBytes: s.o.MaxMetaBytes, now: s.o.Clock()}
+}
+
+func setETag(ctx *fasthttp.RequestCtx, version uint64) {
+	if version > 0 {
+		ctx.Response.Header.Set("ETag", `"`+strconv.FormatUint(version, 10)+`"`)
+	}
+}
+
+// parseIfMatch reads If-Match: a version as a decimal, quoted ("3", as
+// ETag sends it) or weak (W/"3"). 0 means no header.
+func parseIfMatch(h []byte) (uint64, *Error) {
+	v := strings.TrimSpace(string(h))
+	if v == "" {
+		return 0, nil
+	}
+	raw := v
+	v = strings.TrimPrefix(v, "W/")
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 || v[0] == '+' {
+		return 0, Invalid("If-Match: must be the job's version (a positive integer such as 3, or the ETag \"3\"), got %q", clip(raw))
+	}
+	return n, nil
+}
+
+// upsertJob is PUT /v1/collections/{c}/jobs/{id}.
+func (s *Server) upsertJob(r *request) {
+	coll, id, e := jobParams(r)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	ifMatch, e := parseIfMatch(r.ctx.Request.Header.Peek("If-Match"))
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	b, e := body(r.ctx)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	o, e := decodeObject("request body", b)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	_, spec, e := s.parser(coll).parse(o, id)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	ctx, cancel := s.backendCtx()
+	res, err := s.b.UpsertJob(ctx, coll, id, spec, ifMatch)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	var status int
+	switch res.Code {
+	case raftfsm.Created:
+		status = fasthttp.StatusCreated
+	case raftfsm.OK:
+		status = fasthttp.StatusOK
+	case raftfsm.PreconditionFailed:
+		msg := "If-Match: the job's version is no longer %d; GET it and retry with its current version"
+		if res.Job != nil {
+			writeError(r.ctx, PreconditionFailed(msg+" (it is now %d)", ifMatch, res.Job.Version))
+			return
+		}
+		writeError(r.ctx, PreconditionFailed(msg, ifMatch))
+		return
+	case raftfsm.NotFound:
+		if ifMatch != 0 {
+			writeError(r.ctx, PreconditionFailed("If-Match: job %q does not exist in collection %q, so it has no version %d", id, coll, ifMatch))
+			return
+		}
+		fallthrough
+	default:
+		s.fail(r, unexpected(res.Code))
+		return
+	}
+	job := res.Job
+	if job == nil {
+		job = jobFromSpec(coll, id, &spec)
+	}
+	rd := jobRenderer{s: s}
+	setETag(r.ctx, job.Version)
+	writeJSON(r.ctx, status, rd.append(make([]byte, 0, 512), job))
+}
+
+// getJob is GET /v1/collections/{c}/jobs/{id}.
+func (s *Server) getJob(r *request) {
+	coll, id, e := jobParams(r)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	ctx, cancel := s.backendCtx()
+	job, err := s.b.GetJob(ctx, coll, id)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	if job == nil {
+		writeError(r.ctx, NotFound("job %q does not exist in collection %q", id, coll))
+		return
+	}
+	rd := jobRenderer{s: s}
+	setETag(r.ctx, job.Version)
+	writeJSON(r.ctx, fasthttp.StatusOK, rd.append(make([]byte, 0, 512), job))
+}
+
+// deleteJob is DELETE /v1/collections/{c}/jobs/{id}.
+func (s *Server) deleteJob(r *request) {
+	coll, id, e := jobParams(r)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	ctx, cancel := s.backendCtx()
+	err := s.b.DeleteJob(ctx, coll, id)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	writeEmpty(r.ctx)
+}
+
+var listParams = []string{"status", "from", "to", "limit", "cursor"}
+
+// parseListQuery reads the list query string into a ListQuery.
+func parseListQuery(coll string, args *fasthttp.Args) (raftfsm.ListQuery, *Error) {
+	q := raftfsm.ListQuery{Coll: coll, From: math.MinInt64, To: math.MaxInt64, Limit: DefaultListLimit}
+	var bad *Error
+	for k := range args.All() {
+		if !slices.Contains(listParams, string(k)) {
+			if s := suggest(string(k), listParams); s != "" {
+				bad = Invalid("unknown query parameter %q (did you mean %q?)", clip(string(k)), s)
+			} else {
+				bad = Invalid("unknown query parameter %q; the parameters are: %s", clip(string(k)), strings.Join(listParams, ", "))
+			}
+			break
+		}
+	}
+	if bad != nil {
+		return q, bad
+	}
+	if v := args.Peek("status"); len(v) > 0 {
+		st, ok := raftfsm.ParseStatus(string(v))
+		if !ok {
+			return q, Invalid("status: must be scheduled, succeeded or failed, got %q", clip(string(v)))
+		}
+		q.Status = st
+	}
+	for _, b := range []struct {
+		name string
+		dst  *int64
+	}{{"from", &q.From}, {"to", &q.To}} {
+		if v := args.Peek(b.name); len(v) > 0 {
+			t, ok := parseTimeText(string(v))
+			if !ok && bytes.IndexByte(v, ' ') >= 0 {
+				// An unencoded "+01:00" arrives as " 01:00": the query
+				// string decodes '+' as a space.
+				t, ok = parseTimeText(strings.ReplaceAll(string(v), " ", "+"))
+			}
+			if !ok {
+				return q, Invalid("%s: %s (like 1767225600000 or 2026-01-01T00:00:00Z), got %q", b.name, triggerHelp, clip(string(v)))
+			}
+			*b.dst = t
+		}
+	}
+	if q.From > q.To {
+		return q, Invalid("from (%d) is after to (%d); from is inclusive and to exclusive", q.From, q.To)
+	}
+	if v := args.Peek("limit"); len(v) > 0 {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 1 || n > MaxListLimit {
+			return q, Invalid("limit: must be an integer from 1 to %d, got %q", MaxListLimit, clip(string(v)))
+		}
+		q.Limit = n
+	}
+	if v := args.Peek("cursor"); len(v) > 0 {
+		pos, err := decodeCursor(string(v))
+		if err != nil {
+			return q, Invalid("cursor: %v; pass next_cursor from the previous page unchanged, or leave it out to start at the beginning", err)
+		}
+		q.After = pos
+	}
+	return q, nil
+}
+
+// listJobs is GET /v1/collections/{c}/jobs.
+func (s *Server) listJobs(r *request) {
+	coll, e := collParam(r)
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	q, e := parseListQuery(coll, r.ctx.QueryArgs())
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
+	ctx, cancel := s.backendCtx()
+	jobs, next, err := s.b.ListJobs(ctx, q)
+	cancel()
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	rd := jobRenderer{s: s}
+	out := make([]byte, 0, 64+len(jobs)*600)
+	out = append(out, `{"jobs":[`...)
+	first := true
+	for _, j := range jobs {
+		if j == nil {
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = rd.append(out, j)
+	}
+	out = append(out, ']')
+	out = appendStrField(out, "next_cursor", encodeCursor(next))
+	out = append(out, '}')
+	writeJSON(r.ctx, fasthttp.StatusOK, out)
+}

@@ -1,0 +1,153 @@
+package httpapi
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// handler is one method of one endpoint.
+type handler struct {
+	method string
+	name   string // "POST /v1/collections/{c}/jobs", for Observe and logs
+	fn     func(*Server, *request)
+}
+
+// endpoint is one path pattern and its methods. A segment in braces
+// matches any one path segment and becomes a parameter, in order.
+type endpoint struct {
+	pattern  string
+	segs     []string
+	handlers []handler
+	allow    string // the Allow header of a 405
+}
+
+// routes is the whole API. Order does not matter: no two patterns overlap.
+var routes = buildRoutes([]struct {
+	method, pattern string
+	fn              func(*Server, *request)
+}{
+	{"GET", "/healthz", (*Server).healthz},
+	{"GET", "/readyz", (*Server).readyz},
+	{"GET", "/metrics", (*Server).metrics},
+
+	{"GET", "/v1/collections", (*Server).listCollections},
+	{"PUT", "/v1/collections/{c}", (*Server).putCollection},
+	{"GET", "/v1/collections/{c}", (*Server).getCollection},
+	{"DELETE", "/v1/collections/{c}", (*Server).deleteCollection},
+
+	{"POST", "/v1/collections/{c}/jobs", (*Server).createJobs},
+	{"GET", "/v1/collections/{c}/jobs", (*Server).listJobs},
+	{"PUT", "/v1/collections/{c}/jobs/{id}", (*Server).upsertJob},
+	{"GET", "/v1/collections/{c}/jobs/{id}", (*Server).getJob},
+	{"DELETE", "/v1/collections/{c}/jobs/{id}", (*Server).deleteJob},
+
+	{"GET", "/v1/routes", (*Server).listRoutes},
+	{"PUT", "/v1/routes/{r}", (*Server).putRoute},
+	{"GET", "/v1/routes/{r}", (*Server).getRoute},
+	{"DELETE", "/v1/routes/{r}", (*Server).deleteRoute},
+
+	{"GET", "/v1/cluster", (*Server).cluster},
+	{"POST", "/v1/admin/rebalance", (*Server).rebalance},
+	{"POST", "/v1/admin/compact", (*Server).compact},
+	{"POST", "/v1/admin/slots/{n}/transfer", (*Server).transferSlot},
+	{"POST", "/v1/admin/nodes/{id}/drain", (*Server).drainNode},
+	{"DELETE", "/v1/admin/nodes/{id}", (*Server).removeNode},
+})
+
+func buildRoutes(defs []struct {
+	method, pattern string
+	fn              func(*Server, *request)
+}) []*endpoint {
+	var eps []*endpoint
+	byPattern := map[string]*endpoint{}
+	for _, d := range defs {
+		ep := byPattern[d.pattern]
+		if ep == nil {
+			ep = &endpoint{pattern: d.pattern, segs: strings.Split(strings.TrimPrefix(d.pattern, "/"), "/")}
+			byPattern[d.pattern] = ep
+			eps = append(eps, ep)
+		}
+		ep.handlers = append(ep.handlers, handler{method: d.method, name: d.method + " " + d.pattern, fn: d.fn})
+	}
+	for _, ep := range eps {
+		var allow []string
+		for _, h := range ep.handlers {
+			allow = append(allow, h.method)
+			if h.method == "GET" {
+				allow = append(allow, "HEAD")
+			}
+		}
+		ep.allow = strings.Join(allow, ", ")
+	}
+	return eps
+}
+
+const maxSegs = 8
+
+// match finds the endpoint of the request's path and the handler of its
+// method. It returns a nil endpoint for an unknown path and a nil handler
+// for a known path with a wrong method. Path parameters are copied out of
+// fasthttp's buffer (fasthttp has already percent-decoded and normalised
+// the path). One trailing slash is tolerated.
+func match(ctx *fasthttp.RequestCtx) (*endpoint, *handler, [2]string) {
+	var params [2]string
+	path := ctx.Path()
+	if len(path) > 1 && path[len(path)-1] == '/' {
+		path = path[:len(path)-1]
+	}
+	if len(path) == 0 || path[0] != '/' {
+		return nil, nil, params
+	}
+	path = path[1:]
+	var segs [maxSegs][]byte
+	n := 0
+	for {
+		if n == maxSegs {
+			return nil, nil, params
+		}
+		i := bytes.IndexByte(path, '/')
+		if i < 0 {
+			segs[n] = path
+			n++
+			break
+		}
+		segs[n] = path[:i]
+		n++
+		path = path[i+1:]
+	}
+	method := ctx.Method()
+	for _, ep := range routes {
+		if len(ep.segs) != n || !segsMatch(ep.segs, segs[:n]) {
+			continue
+		}
+		p := 0
+		for i, s := range ep.segs {
+			if s[0] == '{' {
+				params[p] = string(segs[i]) // copies
+				p++
+			}
+		}
+		for i := range ep.handlers {
+			h := &ep.handlers[i]
+			if string(method) == h.method || (h.method == "GET" && string(method) == "HEAD") {
+				return ep, h, params
+			}
+		}
+		return ep, nil, params
+	}
+	return nil, nil, params
+}
+
+func segsMatch(pattern []string, segs [][]byte) bool {
+	for i, s := range pattern {
+		if s[0] == '{' {
+			continue
+		}
+		if s != string(segs[i]) {
+			return false
+		}
+	}
+	return true
+}

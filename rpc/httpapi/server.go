@@ -1,0 +1,277 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/timemachine-db/timemachine/raftfsm"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxMetaBytes   = 64 << 10
+	DefaultMaxBodyBytes   = 80 << 20
+	DefaultBackendTimeout = 30 * time.Second
+)
+
+// Server timeouts. Reads and writes are generous because a request may be
+// an 80 MiB batch and an answer a 1000-job page with large metas.
+const (
+	readTimeout    = 60 * time.Second
+	writeTimeout   = 60 * time.Second
+	idleTimeout    = 2 * time.Minute
+	readBufferSize = 16 << 10 // bounds the request line + headers
+)
+
+// Options configures a Server. Zero values take the defaults.
+type Options struct {
+	// Clock is the time source for "delay" and generated ids (time.Now).
+	Clock func() time.Time
+	// MaxMetaBytes bounds a job's compacted meta (64 KiB); more is 413.
+	MaxMetaBytes int
+	// MaxBodyBytes bounds a request body (80 MiB: a 1000-job batch with
+	// big metas); it is the fasthttp server's MaxRequestBodySize.
+	MaxBodyBytes int
+	// BackendTimeout bounds each Backend call (30 s).
+	BackendTimeout time.Duration
+	Logger         *slog.Logger
+	// MetricsHandler is served at GET /metrics when non-nil.
+	MetricsHandler fasthttp.RequestHandler
+	// Observe, when set, is called after every request with the route
+	// pattern ("POST /v1/collections/{c}/jobs"; "unmatched" for unknown
+	// paths), the status and the time taken. It must be cheap.
+	Observe func(route string, status int, d time.Duration)
+	// LookupCollection returns a collection's configuration (nil: use the
+	// defaults). Rendering a job shows its effective retry policy and
+	// callback timeout, which need the collection; asking the Backend per
+	// rendered job would cost a call per job of a 1000-job page, so the node
+	// hands over its local, lock-free view of the meta state instead. It can
+	// also be set later with SetCollectionLookup.
+	LookupCollection func(name string) *raftfsm.Collection
+}
+
+// Server is the public HTTP API over a Backend.
+type Server struct {
+	b      Backend
+	o      Options
+	log    *slog.Logger
+	srv    *fasthttp.Server
+	lookup atomic.Pointer[func(string) *raftfsm.Collection]
+}
+
+// New returns a Server answering through b.
+func New(b Backend, o Options) *Server {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.MaxMetaBytes <= 0 {
+		o.MaxMetaBytes = DefaultMaxMetaBytes
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.BackendTimeout <= 0 {
+		o.BackendTimeout = DefaultBackendTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{b: b, o: o, log: o.Logger.With("component", "httpapi")}
+	if o.LookupCollection != nil {
+		s.SetCollectionLookup(o.LookupCollection)
+	}
+	s.srv = &fasthttp.Server{
+		Handler:                      s.Handler(),
+		ErrorHandler:                 s.transportError,
+		Name:                         "timemachine",
+		ReadTimeout:                  readTimeout,
+		WriteTimeout:                 writeTimeout,
+		IdleTimeout:                  idleTimeout,
+		MaxRequestBodySize:           o.MaxBodyBytes,
+		ReadBufferSize:               readBufferSize,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		DisablePreParseMultipartForm: true,
+		Logger:                       fasthttpLogger{s.log},
+	}
+	return s
+}
+
+// SetCollectionLookup replaces Options.LookupCollection; safe to call while
+// serving (the node may only have its meta state after the API is up).
+func (s *Server) SetCollectionLookup(fn func(name string) *raftfsm.Collection) {
+	if fn == nil {
+		s.lookup.Store(nil)
+		return
+	}
+	s.lookup.Store(&fn)
+}
+
+func (s *Server) collection(name string) *raftfsm.Collection {
+	if fn := s.lookup.Load(); fn != nil {
+		return (*fn)(name)
+	}
+	return nil
+}
+
+// Handler returns the API's request handler, for use with a fasthttp
+// server of the caller's own or with an in-memory RequestCtx in tests.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.serve }
+
+// Serve answers requests on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.srv.Serve(ln); err != nil {
+		return fmt.Errorf("httpapi: serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests,
+// up to ctx's deadline.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if err := s.srv.ShutdownWithContext(ctx); err != nil {
+		return fmt.Errorf("httpapi: shutdown: %w", err)
+	}
+	return nil
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+}
+
+// transportError answers requests fasthttp could not even parse (body over
+// MaxBodyBytes, oversized headers, timeouts) with the contract's error body
+// instead of fasthttp's plain text.
+func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var e *Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = TooLarge("request body is larger than the %d-byte limit; split a batch into smaller ones or shrink the metas", s.o.MaxBodyBytes)
+	case errors.As(err, &small):
+		e = newErr(fasthttp.StatusRequestHeaderFieldsTooLarge, CodeTooLarge, "request line and headers are larger than %d bytes", readBufferSize)
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			e = newErr(fasthttp.StatusRequestTimeout, CodeInvalidArgument, "timed out reading the request")
+		} else {
+			e = Invalid("malformed HTTP request: %v", err)
+		}
+	}
+	writeError(ctx, e)
+}
+
+// request is one request being handled: the matched route and its path
+// parameters (copied out of fasthttp's buffers).
+type request struct {
+	ctx    *fasthttp.RequestCtx
+	params [2]string
+}
+
+// backendCtx is the context of a Backend call. It is detached from the
+// connection: fasthttp gives no cancellation signal, and an abandoned write
+// must still be allowed to finish committing.
+func (s *Server) backendCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.o.BackendTimeout)
+}
+
+// serve is the fasthttp handler: route, dispatch, recover, observe.
+func (s *Server) serve(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	routeName := "unmatched"
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic in handler", "route", routeName, "panic", p)
+			ctx.Response.Reset()
+			writeError(ctx, Internal("internal error while handling %s", routeName))
+		}
+		if s.o.Observe != nil {
+			s.o.Observe(routeName, ctx.Response.StatusCode(), time.Since(start))
+		}
+	}()
+	ep, h, params := match(ctx)
+	if ep == nil {
+		writeError(ctx, NotFound("no such endpoint: %s %s; see API.md for the endpoints", ctx.Method(), clip(string(ctx.Path()))))
+		return
+	}
+	if h == nil {
+		ctx.Response.Header.Set("Allow", ep.allow)
+		writeError(ctx, newErr(fasthttp.StatusMethodNotAllowed, CodeInvalidArgument,
+			"method %s is not allowed on %s; allowed: %s", clip(string(ctx.Method())), ep.pattern, ep.allow))
+		return
+	}
+	routeName = h.name
+	h.fn(s, &request{ctx: ctx, params: params})
+}
+
+// --- answers ---
+
+func setJSON(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
+}
+
+var contentTypeJSON = []byte("application/json")
+
+// writeJSON answers with a JSON body.
+func writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
+	ctx.SetStatusCode(status)
+	setJSON(ctx)
+	ctx.SetBody(body)
+}
+
+// writeEmpty answers 204 without a body.
+func writeEmpty(ctx *fasthttp.RequestCtx) {
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+	ctx.ResetBody()
+}
+
+// writeError answers with the contract's error body.
+func writeError(ctx *fasthttp.RequestCtx, e *Error) {
+	// The contract promises Retry-After on 503 (and 429); a backend error
+	// that forgot it still gets the smallest useful one.
+	if ra := e.RetryAfter; ra > 0 || e.Status == fasthttp.StatusServiceUnavailable || e.Status == fasthttp.StatusTooManyRequests {
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(ra), 10))
+	}
+	writeJSON(ctx, e.Status, appendErrorBody(make([]byte, 0, 64+len(e.Message)), e))
+}
+
+// retryAfterSeconds rounds up to whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
+}
+
+// asError converts any error into an API error: an *Error (also wrapped)
+// stands for itself; a timeout is a 503 the client may retry; anything else
+// is 500 internal.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Status < 400 || e.Status > 599 || e.Code == "" {
+			return Internal("%s", e.Message)
+		}
+		return e
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Unavailable(time.Second, "the cluster did not answer in time; retry the request")
+	}
+	return Internal("%s", err.Error())
+}
+
+// fail answers with err (from the backend) and logs server-side failures.
+func (s *Server) fail(r *request, err error) {
+	e := asError(err)
+	if e.Status >= 500 {
+		s.log.Warn("request failed", "method", string(r.ctx.Method()), "path", string(r.ctx.Path()), "status", e.Status, "err", err)
+	}
+	writeError(r.ctx, e)
+}

@@ -1,0 +1,213 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Protocols carried on the shared port.
+const (
+	ProtoRaft byte = 1 // a raft group's transport; group = slot, or MetaGroup
+	ProtoRPC  byte = 2 // node-to-node requests
+)
+
+// Version is the header version this binary speaks.
+const Version byte = 1
+
+// MetaGroup is the group id of the meta raft group.
+const MetaGroup uint16 = 0xFFFF
+
+const headerLen = 4
+
+// headerTimeout bounds how long an accepted connection may take to send its
+// header, so a stray client cannot pin a goroutine.
+const headerTimeout = 10 * time.Second
+
+// ErrClosed is returned by Accept after the listener closed.
+var ErrClosed = errors.New("mux: listener closed")
+
+type route struct {
+	proto byte
+	group uint16
+}
+
+// Mux accepts connections on one TCP listener and routes them by header.
+type Mux struct {
+	ln   net.Listener
+	log  *slog.Logger
+	mu   sync.Mutex
+	subs map[route]*Listener
+	wg   sync.WaitGroup
+	done chan struct{}
+	once sync.Once
+}
+
+// Listen binds addr and starts routing connections.
+func Listen(addr string, log *slog.Logger) (*Mux, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on bind address %s: %w", addr, err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	m := &Mux{ln: ln, log: log.With("component", "mux"), subs: map[route]*Listener{}, done: make(chan struct{})}
+	m.wg.Add(1)
+	go m.serve()
+	return m, nil
+}
+
+// Addr is the bound address.
+func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
+
+func (m *Mux) serve() {
+	defer m.wg.Done()
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			m.log.Error("accept failed; internal port stops", "error", err)
+			return
+		}
+		go m.route(c)
+	}
+}
+
+func (m *Mux) route(c net.Conn) {
+	var hdr [headerLen]byte
+	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		_ = c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if hdr[1] != Version {
+		m.log.Warn("dropping connection with unknown header version", "remote", c.RemoteAddr(), "version", hdr[1])
+		_ = c.Close()
+		return
+	}
+	r := route{proto: hdr[0], group: uint16(hdr[2])<<8 | uint16(hdr[3])}
+	m.mu.Lock()
+	sub := m.subs[r]
+	m.mu.Unlock()
+	if sub == nil || !sub.deliver(c) {
+		_ = c.Close()
+	}
+}
+
+// Listen registers a sub-listener for (proto, group). Registering a pair
+// twice replaces nothing and fails.
+func (m *Mux) Listen(proto byte, group uint16) (*Listener, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := route{proto, group}
+	if _, ok := m.subs[r]; ok {
+		return nil, fmt.Errorf("mux: protocol %d group %d already registered", proto, group)
+	}
+	l := &Listener{m: m, r: r, ch: make(chan net.Conn, 64), closed: make(chan struct{})}
+	m.subs[r] = l
+	return l, nil
+}
+
+func (m *Mux) unregister(l *Listener) {
+	m.mu.Lock()
+	if m.subs[l.r] == l {
+		delete(m.subs, l.r)
+	}
+	m.mu.Unlock()
+}
+
+// Close stops accepting and closes the shared listener.
+func (m *Mux) Close() error {
+	var err error
+	m.once.Do(func() {
+		close(m.done)
+		err = m.ln.Close()
+		m.wg.Wait()
+	})
+	return err
+}
+
+// Dial connects to a peer's mux and sends the header for (proto, group).
+func Dial(addr string, proto byte, group uint16, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	hdr := [headerLen]byte{proto, Version, byte(group >> 8), byte(group)}
+	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(hdr[:]); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("mux: send header to %s: %w", addr, err)
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
+// Listener is a net.Listener for one (protocol, group) on the shared port.
+type Listener struct {
+	m      *Mux
+	r      route
+	ch     chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *Listener) deliver(c net.Conn) bool {
+	select {
+	case <-l.closed:
+		return false
+	default:
+	}
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.closed:
+		return false
+	case <-time.After(headerTimeout):
+		return false
+	}
+}
+
+// Accept waits for the next connection.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.closed:
+		return nil, ErrClosed
+	}
+}
+
+// Close unregisters the listener; the shared port stays open.
+func (l *Listener) Close() error {
+	l.once.Do(func() {
+		close(l.closed)
+		l.m.unregister(l)
+		for {
+			select {
+			case c := <-l.ch:
+				_ = c.Close()
+			default:
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// Addr is the shared port's address.
+func (l *Listener) Addr() net.Addr { return l.m.Addr() }

@@ -1,0 +1,43 @@
+package mux
+
+import (
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// StreamLayer is a raft.StreamLayer for one raft group over the shared port.
+// The group travels in the connection header, so every group on every node
+// uses the same ServerAddress: the node's bind address.
+type StreamLayer struct {
+	*Listener
+	group     uint16
+	advertise net.Addr
+	// Dialer, if set, replaces the TCP dial; tests inject faults with it.
+	Dialer func(addr string, proto byte, group uint16, timeout time.Duration) (net.Conn, error)
+}
+
+// StreamLayer registers a raft transport for a group. advertise is the
+// address peers reach this node at (nil: the listener's address).
+func (m *Mux) StreamLayer(group uint16, advertise net.Addr) (*StreamLayer, error) {
+	l, err := m.Listen(ProtoRaft, group)
+	if err != nil {
+		return nil, err
+	}
+	if advertise == nil {
+		advertise = m.Addr()
+	}
+	return &StreamLayer{Listener: l, group: group, advertise: advertise}, nil
+}
+
+// Dial implements raft.StreamLayer.
+func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.Dialer != nil {
+		return s.Dialer(string(addr), ProtoRaft, s.group, timeout)
+	}
+	return Dial(string(addr), ProtoRaft, s.group, timeout)
+}
+
+// Addr implements net.Listener with the advertised address.
+func (s *StreamLayer) Addr() net.Addr { return s.advertise }

@@ -1,0 +1,71 @@
+package webhook
+
+import (
+	"context"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// benchTarget is a minimal receiver on loopback, so the benchmark measures
+// the client (encode, sign, pool, parse) plus one local round trip.
+func benchTarget(b *testing.B) string {
+	addr := serveFastHTTP(b, &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"ok":true}`)
+		},
+	})
+	return "http://" + addr + "/hook"
+}
+
+func BenchmarkDeliver(b *testing.B) {
+	url := benchTarget(b)
+	key, _ := ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	for _, bc := range []struct {
+		name string
+		ctx  context.Context
+		key  []byte
+	}{
+		{"plain", context.Background(), nil},
+		{"signed", context.Background(), key},
+		{"signed-cancellable-ctx", cancellable(b), key},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := New(Options{})
+			defer c.Close()
+			r := testRequest(url)
+			r.SigningKey = bc.key
+			b.ReportAllocs()
+			for b.Loop() {
+				if res := c.Deliver(bc.ctx, r); res.StatusCode != 200 {
+					b.Fatalf("Deliver = %+v", res)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDeliverParallel(b *testing.B) {
+	url := benchTarget(b)
+	key, _ := ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	c := New(Options{})
+	defer c.Close()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := testRequest(url)
+		r.SigningKey = key
+		for pb.Next() {
+			if res := c.Deliver(context.Background(), r); res.StatusCode != 200 {
+				b.Errorf("Deliver = %+v", res)
+				return
+			}
+		}
+	})
+}
+
+func cancellable(b *testing.B) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,548 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Defaults for Options and Request fields left zero.
+const (
+	DefaultMaxConnsPerHost     = 1024
+	DefaultMaxResponseBodySize = 64 << 10
+	DefaultUserAgent           = "timemachine-webhook/1"
+	DefaultDialTimeout         = 5 * time.Second
+	DefaultMaxIdleConnDuration = 10 * time.Second
+	// DefaultTimeout applies when Request.Timeout is zero. It matches the
+	// contract's default callback_timeout; a request without any deadline
+	// could hold a connection and a goroutine forever on a silent receiver.
+	DefaultTimeout = 10 * time.Second
+)
+
+const (
+	// backstopTimeout bounds fasthttp's client-wide read/write/conn-wait
+	// timeouts. Every request carries its own deadline (DoDeadline), which is
+	// the real limit; the client-wide values exist only to cap a code path
+	// that somehow lacks one. They are set far above any sane callback
+	// timeout so they can never silently cut a long callback_timeout short
+	// and report the receiver as slow when it was not.
+	backstopTimeout = time.Hour
+
+	// readBufferSize also caps the response header size. fasthttp's 4 KiB
+	// default is small enough that a receiver behind a CDN or proxy (large
+	// Set-Cookie, tracing headers) would turn a successful 200 into a
+	// transport error and a needless retry. Buffers are pooled per request,
+	// not per connection, so this costs little.
+	readBufferSize = 16 << 10
+)
+
+var (
+	// ErrInvalidRequest wraps every error about the Request itself (bad URL,
+	// malformed route header). Retrying such a delivery cannot succeed, so
+	// callers may want to fail the job at once; that choice is theirs.
+	ErrInvalidRequest = errors.New("webhook: invalid request")
+	// ErrClosed is returned for deliveries attempted after Close.
+	ErrClosed = errors.New("webhook: client closed")
+)
+
+// Request is one callback to send.
+type Request struct {
+	URL string // absolute http(s) URL
+	// Headers are extra headers from a route. They are set before the
+	// protocol headers, which win: see CheckRouteHeader.
+	Headers map[string]string
+	Payload Payload
+	// IdempotencyKey is "{collection}:{id}:{trigger_time}", sent as
+	// Idempotency-Key and, when signing, as webhook-id. When empty it is
+	// derived from Payload with IdempotencyKey, since the format is part of
+	// the wire contract.
+	IdempotencyKey string
+	SigningKey     []byte        // decoded HMAC key; nil or empty means do not sign
+	Timeout        time.Duration // whole-request timeout; DefaultTimeout when zero
+	// Now stamps webhook-timestamp and anchors an HTTP-date Retry-After.
+	// It is an input rather than time.Now() so a caller can sign with the
+	// clock it used to decide to fire, and so tests are deterministic.
+	// Zero means the time Deliver is called.
+	Now time.Time
+}
+
+// Result is what happened to one delivery. It reports; it does not judge.
+type Result struct {
+	StatusCode    int           // 0 when no HTTP response was received
+	Err           error         // transport error, timeout, or bad request; nil when a response arrived
+	TimedOut      bool          // Err is a timeout (connect, TLS handshake, or waiting for the answer)
+	RetryAfter    time.Duration // from Retry-After (delta-seconds, or HTTP-date relative to Request.Now); valid when HasRetryAfter
+	HasRetryAfter bool
+	// From a 2xx answer whose body is a JSON object with "reschedule_at"
+	// (integer unix ms, or RFC 3339 string) or "reschedule_in" (Go duration).
+	RescheduleAt  int64         // unix ms; 0 when absent
+	RescheduleIn  time.Duration // 0 when absent
+	RescheduleErr error         // a 2xx body asked to reschedule but the value is unusable (unparseable, not positive, both fields, or the body was cut short)
+	BodySnippet   string        // first <= SnippetMax bytes of the body, valid UTF-8
+	Latency       time.Duration // from Deliver being called to the end of the answer (or the error)
+}
+
+// IdempotencyKey returns the contract's "{collection}:{id}:{trigger_time}".
+func IdempotencyKey(collection, id string, triggerTime int64) string {
+	b := make([]byte, 0, len(collection)+len(id)+22)
+	b = append(b, collection...)
+	b = append(b, ':')
+	b = append(b, id...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, triggerTime, 10)
+	return string(b)
+}
+
+// Options configures a Client. Zero fields take the Default* values.
+type Options struct {
+	// MaxConnsPerHost bounds connections to one receiver host. Requests
+	// beyond it wait for a free connection within their own deadline rather
+	// than failing at once, so a burst of timers for one host is smoothed
+	// instead of being turned into a burst of spurious failures.
+	MaxConnsPerHost int
+	// MaxResponseBodySize is how much of a response body is read. A larger
+	// body is truncated: its status still counts, its reschedule fields are
+	// not read, and its connection is closed instead of drained.
+	MaxResponseBodySize int
+	UserAgent           string
+	// DialTimeout bounds TCP connect plus TLS handshake, and is further
+	// capped by the request's own deadline.
+	DialTimeout time.Duration
+	// MaxIdleConnDuration is how long an unused keep-alive connection is
+	// kept. Long enough that a busy receiver stays on warm connections (a TLS
+	// handshake costs far more than a callback), short enough to stay under
+	// the idle limits of NATs and load balancers, which drop connections
+	// silently and would turn the next callback into a timeout.
+	MaxIdleConnDuration time.Duration
+	// TLSConfig is cloned for https receivers; nil means system roots and
+	// TLS 1.2 or newer. Mainly for tests and private CAs.
+	TLSConfig *tls.Config
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxConnsPerHost <= 0 {
+		o.MaxConnsPerHost = DefaultMaxConnsPerHost
+	}
+	if o.MaxResponseBodySize <= 0 {
+		o.MaxResponseBodySize = DefaultMaxResponseBodySize
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.MaxIdleConnDuration <= 0 {
+		o.MaxIdleConnDuration = DefaultMaxIdleConnDuration
+	}
+	return o
+}
+
+// Client sends callbacks. It is safe for concurrent use; create one per
+// process and share it, since the connection pools live in it.
+type Client struct {
+	hc          *fasthttp.Client
+	dialer      *fasthttp.TCPDialer
+	tlsConfig   *tls.Config
+	dialTimeout time.Duration
+	maxBody     int
+	userAgent   string
+	closed      atomic.Bool
+	bodyBufs    sync.Pool // *[]byte, scratch for response bodies
+}
+
+// New returns a Client.
+func New(o Options) *Client {
+	o = o.withDefaults()
+	var tlsConfig *tls.Config
+	if o.TLSConfig != nil {
+		tlsConfig = o.TLSConfig.Clone()
+	} else {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if tlsConfig.ClientSessionCache == nil {
+		// Resumed sessions make reconnecting to a receiver after an idle
+		// close nearly as cheap as reusing the connection.
+		tlsConfig.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	}
+	c := &Client{
+		// Dual-stack and no concurrency cap: receivers may be IPv6-only, and
+		// the number of dials is already bounded by MaxConnsPerHost.
+		dialer:      &fasthttp.TCPDialer{},
+		tlsConfig:   tlsConfig,
+		dialTimeout: o.DialTimeout,
+		maxBody:     o.MaxResponseBodySize,
+		userAgent:   o.UserAgent,
+	}
+	c.hc = &fasthttp.Client{
+		NoDefaultUserAgentHeader: true,
+		MaxConnsPerHost:          o.MaxConnsPerHost,
+		MaxConnWaitTimeout:       backstopTimeout,
+		MaxIdleConnDuration:      o.MaxIdleConnDuration,
+		ReadTimeout:              backstopTimeout,
+		WriteTimeout:             backstopTimeout,
+		ReadBufferSize:           readBufferSize,
+		MaxResponseBodySize:      o.MaxResponseBodySize,
+		// Streaming lets us keep the status and the first bytes of an
+		// oversized body; in buffered mode fasthttp fails the whole exchange
+		// with ErrBodyTooLarge, which would turn a receiver's 200 into a
+		// retry.
+		StreamResponseBody: true,
+		// Callback URLs are sent exactly as configured. Path normalization
+		// would rewrite percent-encoding and break pre-signed URLs.
+		DisablePathNormalizing: true,
+		// LIFO hands out the most recently used connection, the one least
+		// likely to have been closed by the receiver meanwhile, and lets the
+		// surplus after a burst go idle and be reaped.
+		ConnPoolStrategy: fasthttp.LIFO,
+		// fasthttp never replays a POST on its own; see replayOnStaleConn.
+		MaxIdemponentCallAttempts: 2,
+		RetryIfErr:                replayOnStaleConn,
+		DialTimeout:               c.dialPlain,
+		ConfigureClient:           c.configureHost,
+		// Only a fallback: configureHost replaces the TLS dial for every
+		// https host, but fasthttp should never see a different config.
+		TLSConfig: tlsConfig,
+	}
+	return c
+}
+
+// Close releases idle connections. Deliveries in flight finish normally;
+// later ones fail with ErrClosed.
+func (c *Client) Close() {
+	c.closed.Store(true)
+	c.hc.CloseIdleConnections()
+}
+
+// replayOnStaleConn lets fasthttp send a request a second time, once, when the
+// connection died before any byte of an answer arrived.
+//
+// This is connection management, not a retry policy: a keep-alive connection
+// the receiver has closed while it sat in our pool (Node and uvicorn close
+// idle connections after 5s, gunicorn after 2s) fails only when we next write
+// to it, and unlike net/http, fasthttp does not notice the close in the
+// background. Without the replay, every callback that lands on such a
+// connection would be reported as a failure and cost the job an attempt and
+// a backoff. Replaying is safe because the callback carries an
+// Idempotency-Key (net/http replays such requests for the same reason) and
+// delivery is at-least-once anyway. fasthttp does not say whether the
+// connection was a reused one, so a receiver that drops even a fresh
+// connection without answering also gets the request twice; that is the
+// same duplicate at-least-once already allows. Timeouts, and errors after
+// any byte of the answer arrived, are never replayed.
+func replayOnStaleConn(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
+	if attempts > 1 {
+		return false, false
+	}
+	return false, errors.Is(err, io.EOF) ||
+		errors.Is(err, fasthttp.ErrConnectionClosed) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE)
+}
+
+// clampDial returns the time allowed for connect plus handshake: the
+// configured DialTimeout, but never past the request's remaining time
+// (fasthttp passes 0 when it dials on behalf of a queued request).
+func (c *Client) clampDial(remaining time.Duration) time.Duration {
+	if remaining <= 0 || remaining > c.dialTimeout {
+		return c.dialTimeout
+	}
+	return remaining
+}
+
+func (c *Client) dialPlain(addr string, timeout time.Duration) (net.Conn, error) {
+	return c.dialer.DialDualStackTimeout(addr, c.clampDial(timeout))
+}
+
+// configureHost gives each https host a dialer that does the TLS handshake
+// itself. fasthttp's own handshake is bounded only by the client-wide
+// WriteTimeout, not by the request's deadline, so a receiver that accepts TCP
+// and then stalls the handshake would hold a callback far past its Timeout.
+func (c *Client) configureHost(hc *fasthttp.HostClient) error {
+	if !hc.IsTLS {
+		return nil
+	}
+	cfg := c.tlsConfig.Clone()
+	if cfg.ServerName == "" {
+		host := hc.Addr
+		if h, _, err := net.SplitHostPort(hc.Addr); err == nil {
+			host = h
+		}
+		cfg.ServerName = host
+	}
+	hc.DialTimeout = func(addr string, timeout time.Duration) (net.Conn, error) {
+		d := c.clampDial(timeout)
+		deadline := time.Now().Add(d)
+		conn, err := c.dialer.DialDualStackTimeout(addr, d)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(conn, cfg)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err = tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("%w: %w", fasthttp.ErrTLSHandshakeTimeout, err)
+			}
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		return tc, nil
+	}
+	return nil
+}
+
+// Deliver sends one callback and reports what happened.
+//
+// It never follows redirects: a 3xx is reported as such, because following
+// one would re-send the (possibly signed) body to a URL nobody configured.
+//
+// fasthttp has no context support, so when ctx can be cancelled the exchange
+// runs in its own goroutine and Deliver returns as soon as ctx is done. The
+// abandoned exchange still runs to its own deadline (at most Timeout) before
+// its connection and buffers are released; the receiver may therefore still
+// get the callback, which at-least-once delivery allows.
+func (c *Client) Deliver(ctx context.Context, r *Request) Result {
+	start := time.Now()
+	if r == nil {
+		return Result{Err: fmt.Errorf("%w: nil request", ErrInvalidRequest)}
+	}
+	if c.closed.Load() {
+		return Result{Err: ErrClosed}
+	}
+	if ctx.Err() != nil {
+		return abandoned(ctx, start)
+	}
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	deadline := start.Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	now := r.Now
+	if now.IsZero() {
+		now = start
+	}
+
+	// Everything the exchange needs is copied out of r here, so a caller
+	// that reuses r after an early (cancelled) return cannot race with it.
+	req := fasthttp.AcquireRequest()
+	if err := c.buildRequest(req, r, now); err != nil {
+		fasthttp.ReleaseRequest(req)
+		return Result{Err: err, Latency: time.Since(start)}
+	}
+
+	if ctx.Done() == nil {
+		return c.exchange(req, now, start, deadline)
+	}
+	done := make(chan Result, 1)
+	go func() { done <- c.exchange(req, now, start, deadline) }()
+	select {
+	case res := <-done:
+		return res
+	case <-ctx.Done():
+		return abandoned(ctx, start)
+	}
+}
+
+func abandoned(ctx context.Context, start time.Time) Result {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	return Result{
+		Err:      fmt.Errorf("webhook: delivery abandoned: %w", err),
+		TimedOut: errors.Is(err, context.DeadlineExceeded),
+		Latency:  time.Since(start),
+	}
+}
+
+func (c *Client) buildRequest(req *fasthttp.Request, r *Request, now time.Time) error {
+	if err := checkURL(r.URL); err != nil {
+		return err
+	}
+	// Send header names exactly as written (webhook-id stays lower-case,
+	// route headers keep the case the user chose). Response headers are
+	// still normalized, so Peek("Retry-After") matches any spelling.
+	req.Header.DisableNormalizing()
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI(r.URL)
+
+	for k, v := range r.Headers {
+		if err := checkHeaderName(k); err != nil {
+			return fmt.Errorf("%w: route header: %w", ErrInvalidRequest, err)
+		}
+		if err := checkHeaderValue(k, v); err != nil {
+			return fmt.Errorf("%w: route header: %w", ErrInvalidRequest, err)
+		}
+		if isReservedHeader(k) {
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+
+	key := r.IdempotencyKey
+	if key == "" {
+		key = IdempotencyKey(r.Payload.Collection, r.Payload.ID, r.Payload.TriggerTime)
+	}
+	var num [20]byte
+	req.Header.SetContentType("application/json")
+	req.Header.Set(HeaderIdempotencyKey, key)
+	req.Header.SetBytesV(HeaderAttempt, strconv.AppendInt(num[:0], int64(r.Payload.Attempt), 10))
+	req.Header.SetUserAgent(c.userAgent)
+
+	// Encode straight into the pooled request's own body buffer.
+	body := r.Payload.AppendJSON(req.SwapBody(nil)[:0])
+	if len(r.SigningKey) > 0 {
+		ts := now.Unix()
+		var sig [64]byte
+		req.Header.Set(HeaderWebhookID, key)
+		req.Header.SetBytesV(HeaderWebhookTimestamp, strconv.AppendInt(num[:0], ts, 10))
+		req.Header.SetBytesV(HeaderWebhookSignature, appendSignature(sig[:0], r.SigningKey, key, ts, body))
+	}
+	req.SwapBody(body)
+	return nil
+}
+
+// checkURL rejects what cannot be a callback target before anything is sent,
+// with a message the job's owner can act on. The URL itself is left out of
+// the messages: it may carry a token, and the caller knows which URL it was.
+func checkURL(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: callback URL is empty", ErrInvalidRequest)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return fmt.Errorf("%w: callback URL contains a space or control character at byte %d; percent-encode it", ErrInvalidRequest, i)
+		}
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%w: callback URL does not parse: %v", ErrInvalidRequest, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		if u.Scheme == "" {
+			return fmt.Errorf("%w: callback URL must be absolute, like https://example.com/hook", ErrInvalidRequest)
+		}
+		return fmt.Errorf("%w: callback URL scheme must be http or https, not %q", ErrInvalidRequest, u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("%w: callback URL has no host; it must look like https://example.com/hook", ErrInvalidRequest)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: callback URL port %q is not between 1 and 65535", ErrInvalidRequest, p)
+		}
+	}
+	return nil
+}
+
+// exchange performs the HTTP exchange and copies everything the Result needs
+// out of fasthttp's pooled objects before releasing them.
+func (c *Client) exchange(req *fasthttp.Request, now, start, deadline time.Time) (res Result) {
+	resp := fasthttp.AcquireResponse()
+	defer func() {
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+	}()
+
+	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
+		res.Err, res.TimedOut = describeError(err, deadline.Sub(start))
+		res.Latency = time.Since(start)
+		return res
+	}
+	res.StatusCode = resp.StatusCode()
+	if v := resp.Header.Peek("Retry-After"); len(v) > 0 {
+		res.RetryAfter, res.HasRetryAfter = parseRetryAfter(v, now)
+	}
+
+	bp := c.getBodyBuf()
+	body, complete, readErr := c.readBody(resp, *bp)
+	// Closing before release matters: a body not read to the end closes the
+	// connection instead of returning it to the pool mid-response.
+	_ = resp.CloseBodyStream()
+	res.Latency = time.Since(start)
+	res.BodySnippet = snippet(body)
+	if res.StatusCode >= 200 && res.StatusCode <= 299 {
+		res.RescheduleAt, res.RescheduleIn, res.RescheduleErr = parseReschedule(body, complete, readErr, c.maxBody)
+	}
+	*bp = body[:0]
+	c.bodyBufs.Put(bp)
+	return res
+}
+
+func (c *Client) getBodyBuf() *[]byte {
+	if bp, ok := c.bodyBufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 0, 1024)
+	return &b
+}
+
+// readBody reads at most maxBody bytes of the response into buf. complete
+// reports whether that was the whole body. A read error after the status line
+// is returned separately: a response did arrive, and its status stands.
+func (c *Client) readBody(resp *fasthttp.Response, buf []byte) (body []byte, complete bool, err error) {
+	buf = buf[:0]
+	stream := resp.BodyStream()
+	if stream == nil { // no body (204, 304) or buffered by fasthttp
+		b := resp.Body()
+		if len(b) > c.maxBody {
+			return append(buf, b[:c.maxBody]...), false, nil
+		}
+		return append(buf, b...), true, nil
+	}
+	for len(buf) < c.maxBody {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := stream.Read(buf[len(buf):min(cap(buf), c.maxBody)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	// Exactly at the limit: the body is complete only if nothing follows.
+	var one [1]byte
+	n, err := stream.Read(one[:])
+	return buf, n == 0 && err == io.EOF, nil
+}
+
+// describeError turns a fasthttp error into one a person reading last_error
+// can act on, and says whether it was a timeout.
+func describeError(err error, budget time.Duration) (error, bool) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, fasthttp.ErrTLSHandshakeTimeout):
+		return fmt.Errorf("webhook: timed out connecting to the receiver: %w", err), true
+	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("webhook: no response within %v: %w", budget.Round(time.Millisecond), err), true
+	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF):
+		return fmt.Errorf("webhook: the receiver closed the connection without answering: %w", err), false
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		return fmt.Errorf("webhook: too many callbacks in flight to this host: %w", err), false
+	}
+	return fmt.Errorf("webhook: %w", err), false
+}

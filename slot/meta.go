@@ -1,0 +1,94 @@
+package slot
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/raftfsm"
+)
+
+// MetaConfig configures the node's replica of the meta group.
+type MetaConfig struct {
+	NodeID       string
+	Dir          string
+	Stream       raft.StreamLayer
+	Logger       *slog.Logger
+	RaftLogLevel string
+	Timing       Timing
+	// OnLeader runs while this replica leads the meta group (the cluster
+	// controller); it must return when ctx ends. May be nil.
+	OnLeader func(ctx context.Context)
+}
+
+// MetaReplica is this node's replica of the meta group: collections,
+// routes and, in a cluster, the node and slot tables.
+type MetaReplica struct {
+	g      *group
+	fsm    *raftfsm.MetaFSM
+	writes *proposer
+}
+
+// OpenMeta opens the meta replica and starts its raft group.
+func OpenMeta(cfg MetaConfig) (*MetaReplica, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	fsm := raftfsm.NewMetaFSM()
+	g, err := openGroup(groupConfig{
+		name:          "meta",
+		nodeID:        cfg.NodeID,
+		dir:           cfg.Dir,
+		stream:        cfg.Stream,
+		fsm:           fsm,
+		log:           cfg.Logger,
+		raftLogLevel:  cfg.RaftLogLevel,
+		timing:        cfg.Timing,
+		trailingLogs:  1024,
+		snapThreshold: 1024,
+		onLeader:      cfg.OnLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := &MetaReplica{g: g, fsm: fsm}
+	m.writes = newProposer(g.apply, 1, 1<<20, 1024, nil)
+	return m, nil
+}
+
+// Bootstrap forms a new meta group; a no-op when state exists.
+func (m *MetaReplica) Bootstrap(servers []raft.Server) error { return m.g.bootstrap(servers) }
+
+// Propose commits meta commands on the meta leader.
+func (m *MetaReplica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
+	if !m.g.isLeader() {
+		return nil, ErrNotLeader
+	}
+	enc := make([][]byte, len(cmds))
+	for i, c := range cmds {
+		enc[i] = raftfsm.EncodeOne(c)
+	}
+	return m.writes.propose(ctx, enc)
+}
+
+// State is the local copy of the meta state.
+func (m *MetaReplica) State() *raftfsm.MetaState { return m.fsm.State() }
+
+// IsLeader reports whether this replica leads the meta group.
+func (m *MetaReplica) IsLeader() bool { return m.g.isLeader() }
+
+// Leader returns the meta leader's id and address, if known.
+func (m *MetaReplica) Leader() (id, addr string) {
+	a, i := m.g.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Barrier waits until every committed entry is applied locally.
+func (m *MetaReplica) Barrier() error { return m.g.raft.Barrier(0).Error() }
+
+// Close stops the meta replica.
+func (m *MetaReplica) Close() error {
+	err := m.g.close()
+	m.writes.close()
+	return err
+}

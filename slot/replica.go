@@ -1,0 +1,603 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// Delivery is one callback attempt, fully resolved (route, secret, timeout).
+type Delivery struct {
+	URL           string
+	Headers       map[string]string
+	Job           *raftfsm.Job
+	Attempt       int64
+	SigningSecret string // "whsec_…", empty: unsigned
+	Timeout       time.Duration
+	Now           time.Time
+}
+
+// Deliverer sends callbacks. The node wires in the webhook client.
+type Deliverer interface {
+	Deliver(ctx context.Context, d *Delivery) DeliveryResult
+}
+
+// Metrics receives the slot's measurements.
+type Metrics interface {
+	// Fired is called as a callback attempt starts; lateness is how long
+	// after its due time.
+	Fired(slot int, lateness time.Duration, attempt int64)
+	// Decided is called with each attempt's verdict.
+	Decided(slot int, v Verdict)
+	// Applied is called with the time a raft entry took to commit and apply.
+	Applied(slot int, d time.Duration)
+}
+
+// Config configures one slot replica.
+type Config struct {
+	Slot   int
+	NodeID string
+	// Dir holds this replica's raft log and snapshots.
+	Dir    string
+	DB     *storage.DB
+	Stream raft.StreamLayer
+	// Meta returns the current meta state (collections and routes), read at
+	// fire time so a route's URL is the one configured when the job fires.
+	Meta      func() *raftfsm.MetaState
+	Deliverer Deliverer
+	Metrics   Metrics
+	Logger    *slog.Logger
+	// RaftLogLevel is hashicorp/raft's log level (default "warn").
+	RaftLogLevel string
+	Clock        func() time.Time
+	Timing       Timing
+	// FireSlots bounds concurrent callbacks; share one across the node's
+	// slots. Default: a pool of 256 for this replica alone.
+	FireSlots chan struct{}
+	// Window is how far ahead of now the scheduler keeps the due index in
+	// memory (default 2s). MaxLoaded caps the jobs it holds (default 20000).
+	Window    time.Duration
+	MaxLoaded int
+	// SnapshotBytes triggers a raft snapshot once this many command bytes
+	// were applied since the last one (default 32 MiB), so the raft log of
+	// a slot that takes big batches stays small.
+	SnapshotBytes uint64
+	// MaintenanceInterval paces retention cleanup and offset upkeep
+	// (default 30s).
+	MaintenanceInterval time.Duration
+	// OnFatal is called once if the replica's storage fails.
+	OnFatal func(error)
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.FireSlots == nil {
+		c.FireSlots = make(chan struct{}, 256)
+	}
+	if c.Window <= 0 {
+		c.Window = 2 * time.Second
+	}
+	if c.MaxLoaded <= 0 {
+		c.MaxLoaded = 20000
+	}
+	if c.SnapshotBytes == 0 {
+		c.SnapshotBytes = 32 << 20
+	}
+	if c.MaintenanceInterval <= 0 {
+		c.MaintenanceInterval = 30 * time.Second
+	}
+	if c.Metrics == nil {
+		c.Metrics = nopMetrics{}
+	}
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Fired(int, time.Duration, int64) {}
+func (nopMetrics) Decided(int, Verdict)            {}
+func (nopMetrics) Applied(int, time.Duration)      {}
+
+// Errors a caller can act on.
+var (
+	// ErrNotLeader: this replica does not lead the slot; LeaderHint says who does.
+	ErrNotLeader = errors.New("not the slot leader")
+	// ErrUnknownOutcome: leadership changed while the write was in flight;
+	// it may or may not have committed. Retrying a create with the same id
+	// is safe.
+	ErrUnknownOutcome = errors.New("leadership changed while the write was in flight; its outcome is unknown")
+	// ErrClosed: the replica is shutting down.
+	ErrClosed = errors.New("slot replica is shut down")
+	// ErrOverloaded: the raft queue did not take the write in time.
+	ErrOverloaded = errors.New("slot is overloaded")
+)
+
+// Replica is one replica of one slot: its raft group, state machine,
+// leadership watch and, while it leads, the scheduler.
+type Replica struct {
+	cfg       Config
+	slot      int
+	log       *slog.Logger
+	db        *storage.DB
+	fsm       *raftfsm.SlotFSM
+	g         *group
+	fireSlots chan struct{}
+
+	writes   *proposer // client writes: create, upsert, delete, purge
+	outcomes *proposer // the scheduler's acks, retries and reschedules
+
+	active         atomic.Pointer[scheduler]
+	proposedOffset atomic.Int64
+	lastOffset     atomic.Int64
+	snapBytes      atomic.Uint64
+
+	stopMaint chan struct{}
+	maintWG   sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// Open opens a slot replica and starts its raft group. A brand-new replica
+// waits for Bootstrap (or, in a cluster, to be added by a leader).
+func Open(cfg Config) (*Replica, error) {
+	cfg.setDefaults()
+	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{})}
+	fsm, err := raftfsm.OpenSlotFSM(cfg.DB, cfg.Slot, r.log, r.fatal)
+	if err != nil {
+		return nil, err
+	}
+	r.fsm = fsm
+	fsm.SetObserver(r)
+	g, err := openGroup(groupConfig{
+		name:             fmt.Sprintf("slot-%d", cfg.Slot),
+		nodeID:           cfg.NodeID,
+		dir:              cfg.Dir,
+		stream:           cfg.Stream,
+		fsm:              fsm,
+		log:              r.log,
+		raftLogLevel:     cfg.RaftLogLevel,
+		timing:           cfg.Timing,
+		noRestoreOnStart: true,
+		trailingLogs:     256,
+		snapThreshold:    4096,
+		snapInterval:     30 * time.Second,
+		onLeader:         r.lead,
+		beforeStart:      r.recover,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.g = g
+	r.writes = newProposer(r.applyEntry, proposerWorkers(), 2<<20, 4096, nil)
+	r.outcomes = newProposer(r.applyEntry, 1, 2<<20, 8192, r.offsetCmd)
+	r.maintWG.Add(1)
+	go r.snapshotLoop()
+	return r, nil
+}
+
+// recover runs before raft starts. The FSM state persisted in Pebble is
+// normally ahead of the latest snapshot and raft only replays the log tail
+// (NoSnapshotRestoreOnStart). Only when the state is behind the snapshot,
+// or a restore was interrupted, is the snapshot restored here.
+func (r *Replica) recover(stores *storage.RaftStores) error {
+	snaps, err := stores.Snapshots.List()
+	if err != nil {
+		return fmt.Errorf("slot %d: list snapshots: %w", r.slot, err)
+	}
+	if len(snaps) == 0 {
+		if r.fsm.NeedsRestore() {
+			return fmt.Errorf("slot %d: a snapshot restore was interrupted and no snapshot is left to redo it; remove %s and this slot's data, then let the replica be re-created from its peers", r.slot, r.cfg.Dir)
+		}
+		return nil
+	}
+	latest := snaps[0]
+	if !r.fsm.NeedsRestore() && r.fsm.Applied() >= latest.Index {
+		return nil
+	}
+	r.log.Info("restoring slot state from snapshot", "snapshot", latest.ID, "index", latest.Index, "applied", r.fsm.Applied())
+	_, rc, err := stores.Snapshots.Open(latest.ID)
+	if err != nil {
+		return fmt.Errorf("slot %d: open snapshot %s: %w", r.slot, latest.ID, err)
+	}
+	return r.fsm.Restore(rc)
+}
+
+// Bootstrap forms a new group with the given voters; a no-op when the
+// replica already has raft state.
+func (r *Replica) Bootstrap(servers []raft.Server) error { return r.g.bootstrap(servers) }
+
+func (r *Replica) fatal(err error) {
+	if r.cfg.OnFatal != nil {
+		r.cfg.OnFatal(err)
+	}
+}
+
+// Scheduled implements raftfsm.Observer.
+func (r *Replica) Scheduled(due int64, coll, id string) {
+	if s := r.active.Load(); s != nil {
+		s.scheduled(storage.DueEntry{Due: due, Coll: coll, ID: id})
+	}
+}
+
+// Reset implements raftfsm.Observer.
+func (r *Replica) Reset() {
+	if s := r.active.Load(); s != nil {
+		s.resetAll()
+	}
+}
+
+// lead runs for one leadership term.
+func (r *Replica) lead(ctx context.Context) {
+	r.log.Debug("slot leadership gained")
+	s := newScheduler(r)
+	r.active.Store(s)
+	defer r.active.Store(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.maintain(ctx)
+	}()
+	s.run(ctx)
+	wg.Wait()
+	r.log.Debug("slot leadership ended")
+}
+
+func (r *Replica) applyEntry(data []byte) ([]raftfsm.Result, error) {
+	start := time.Now()
+	res, err := r.g.apply(data)
+	if err == nil {
+		r.cfg.Metrics.Applied(r.slot, time.Since(start))
+	}
+	return res, err
+}
+
+func mapRaftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return ErrUnknownOutcome
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return ErrOverloaded
+	}
+	return err
+}
+
+// drainTimeout bounds how long a graceful stop waits for callbacks in flight.
+const drainTimeout = 15 * time.Second
+
+// maxEntryBytes bounds one raft entry; a larger request is split.
+const maxEntryBytes = 4 << 20
+
+// Propose commits commands through the slot's raft group, coalesced with
+// other concurrent writes, and returns one result per command.
+func (r *Replica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
+	if !r.g.isLeader() {
+		return nil, ErrNotLeader
+	}
+	enc := make([][]byte, len(cmds))
+	for i, c := range cmds {
+		enc[i] = raftfsm.EncodeOne(c)
+	}
+	out := make([]raftfsm.Result, 0, len(cmds))
+	for len(enc) > 0 {
+		n, size := 0, 0
+		for n < len(enc) && (n == 0 || size+len(enc[n]) <= maxEntryBytes) {
+			size += len(enc[n])
+			n++
+		}
+		res, err := r.writes.propose(ctx, enc[:n])
+		if err != nil {
+			if errors.Is(err, errProposerClosed) {
+				err = ErrClosed
+			}
+			if len(out) > 0 && !errors.Is(err, ErrNotLeader) {
+				err = fmt.Errorf("%w (after %d of %d commands committed)", err, len(out), len(cmds))
+			}
+			return nil, err
+		}
+		out = append(out, res...)
+		enc = enc[n:]
+	}
+	return out, nil
+}
+
+// fire makes one callback attempt for a due entry and returns the encoded
+// outcome to commit, or nil when there is nothing to commit.
+func (r *Replica) fire(ctx context.Context, e storage.DueEntry) []byte {
+	j, found, err := raftfsm.GetJob(r.db, r.slot, e.Coll, e.ID)
+	if err != nil {
+		r.log.Error("scheduler: reading a due job failed", "collection", e.Coll, "id", e.ID, "error", err)
+		return nil
+	}
+	if !found || j.Status != raftfsm.StatusScheduled || j.DueTime != e.Due {
+		// Deleted, replaced or moved since it was loaded: make sure no
+		// stray due entry is left behind (a no-op when none is).
+		return raftfsm.EncodeOne(&raftfsm.DropDue{Due: e.Due, Coll: e.Coll, ID: e.ID})
+	}
+	meta := r.cfg.Meta()
+	coll, ok := meta.Collection(j.Collection)
+	if !ok || coll.Deleting {
+		return nil // its collection is being deleted: the purge removes it
+	}
+	policy := j.Retry.Or(coll.Retry).Or(raftfsm.DefaultRetryPolicy)
+	attempt := j.Attempts + 1
+	d := &Delivery{URL: j.CallbackURL, Job: j, Attempt: attempt, SigningSecret: coll.SigningSecret}
+	timeoutMs := coll.EffectiveTimeoutMs()
+	if j.Route != "" {
+		rt, ok := meta.Route(j.Route)
+		if !ok {
+			r.cfg.Metrics.Decided(r.slot, VerdictFailed)
+			return raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Attempts: j.Attempts,
+				LastError: fmt.Sprintf("route %q does not exist (it was deleted after the job was created)", j.Route), Now: r.cfg.Clock().UnixMilli()})
+		}
+		d.URL, d.Headers = rt.WebhookURL, rt.Headers
+		if rt.SigningSecret != "" {
+			d.SigningSecret = rt.SigningSecret
+		}
+		if rt.TimeoutMs > 0 {
+			timeoutMs = rt.TimeoutMs
+		}
+	}
+	if j.CallbackTimeoutMs > 0 {
+		timeoutMs = j.CallbackTimeoutMs
+	}
+	d.Timeout = raftfsm.Duration(timeoutMs)
+
+	// Never early: the heap only hands out due jobs, but the wall clock is
+	// checked again here, right before the request leaves.
+	now := r.cfg.Clock()
+	if wait := time.UnixMilli(j.DueTime).Sub(now); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		now = r.cfg.Clock()
+	}
+	d.Now = now
+	r.cfg.Metrics.Fired(r.slot, now.Sub(time.UnixMilli(j.DueTime)), attempt)
+	res := r.cfg.Deliverer.Deliver(ctx, d)
+	if ctx.Err() != nil {
+		return nil // leadership lost mid-flight: the next leader fires it
+	}
+	end := r.cfg.Clock().UnixMilli()
+	dec := Decide(res, policy, j.TriggerTime, attempt, end, rand.Float64()*2-1)
+	r.cfg.Metrics.Decided(r.slot, dec.Verdict)
+	switch dec.Verdict {
+	case VerdictSucceeded, VerdictFailed:
+		return raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Success: dec.Verdict == VerdictSucceeded,
+			Attempts: attempt, LastError: dec.LastError, Now: end})
+	case VerdictRetry:
+		return raftfsm.EncodeOne(&raftfsm.Retry{Coll: j.Collection, ID: j.ID, Version: j.Version, NextDue: dec.NextDue,
+			Attempts: attempt, LastError: dec.LastError, Now: end})
+	default:
+		return raftfsm.EncodeOne(&raftfsm.Reschedule{Coll: j.Collection, ID: j.ID, Version: j.Version, TriggerTime: dec.Trigger, Now: end})
+	}
+}
+
+// offsetCmd rides along with every outcome entry: the scheduler's cursor
+// as the proposed offset (the FSM clamps it to the first live due entry).
+func (r *Replica) offsetCmd() [][]byte {
+	o := r.proposedOffset.Load()
+	if o == 0 || o == r.lastOffset.Load() {
+		return nil
+	}
+	r.lastOffset.Store(o)
+	return [][]byte{raftfsm.EncodeOne(&raftfsm.AdvanceOffset{Offset: o})}
+}
+
+// maintain runs leader-only upkeep: retention of finished jobs and offset
+// advance when no outcome carried it.
+func (r *Replica) maintain(ctx context.Context) {
+	t := time.NewTicker(r.cfg.MaintenanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := r.removeExpired(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("retention cleanup failed; will retry", "error", err)
+		}
+		if cmd := r.offsetCmd(); cmd != nil {
+			if _, err := r.outcomes.propose(ctx, cmd); err != nil && ctx.Err() == nil {
+				r.log.Warn("offset advance failed; will retry", "error", err)
+				r.lastOffset.Store(0)
+			}
+		}
+	}
+}
+
+// removeExpired deletes finished jobs past their collection's retention, a
+// bounded range per entry.
+func (r *Replica) removeExpired(ctx context.Context) error {
+	now := r.cfg.Clock().UnixMilli()
+	for _, c := range r.cfg.Meta().CollectionList() {
+		if c.Deleting {
+			continue
+		}
+		before := now - c.EffectiveRetentionMs()
+		for ctx.Err() == nil {
+			lower, upper := storage.FinishedBefore(r.slot, c.Name, before)
+			it, err := r.db.NewIter(lower, upper)
+			if err != nil {
+				return err
+			}
+			any := it.First()
+			if err := it.Close(); err != nil {
+				return err
+			}
+			if !any {
+				break
+			}
+			res, err := r.Propose(ctx, &raftfsm.RemoveFinished{Coll: c.Name, Before: before, Limit: 2000})
+			if err != nil {
+				return err
+			}
+			if !res[0].More {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// Purge removes every job of a collection from this slot, a bounded range
+// per entry. The caller marked the collection as deleting first.
+func (r *Replica) Purge(ctx context.Context, coll string) error {
+	for {
+		res, err := r.Propose(ctx, &raftfsm.PurgeCollection{Coll: coll, Limit: 5000})
+		if err != nil {
+			return err
+		}
+		if !res[0].More {
+			return nil
+		}
+	}
+}
+
+// snapshotLoop snapshots by log volume on every replica, leader or not:
+// each replica truncates its own log.
+func (r *Replica) snapshotLoop() {
+	defer r.maintWG.Done()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stopMaint:
+			return
+		case <-t.C:
+		}
+		applied := r.fsm.AppliedBytes()
+		if applied-r.snapBytes.Load() < r.cfg.SnapshotBytes {
+			continue
+		}
+		if err := r.Snapshot(); err != nil {
+			r.log.Warn("snapshot failed; will retry", "error", err)
+			continue
+		}
+		r.snapBytes.Store(applied)
+	}
+}
+
+// Snapshot takes a raft snapshot now and truncates the log behind it.
+func (r *Replica) Snapshot() error {
+	if err := r.g.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("slot %d: snapshot: %w", r.slot, err)
+	}
+	return nil
+}
+
+// Get reads a job from this replica's state. On the leader that includes
+// every acknowledged write.
+func (r *Replica) Get(coll, id string) (*raftfsm.Job, bool, error) {
+	return raftfsm.GetJob(r.db, r.slot, coll, id)
+}
+
+// List lists a collection's jobs in this slot.
+func (r *Replica) List(q raftfsm.ListQuery) (raftfsm.ListPage, error) {
+	return raftfsm.ListJobs(r.db, r.slot, q)
+}
+
+// IsLeader reports whether this replica leads its slot.
+func (r *Replica) IsLeader() bool { return r.g.isLeader() }
+
+// Leader returns the current leader's server id and address, if known.
+func (r *Replica) Leader() (id, addr string) {
+	a, i := r.g.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Stats describes the replica.
+type Stats struct {
+	Slot        int
+	State       string
+	Leader      string
+	Applied     uint64
+	LastIndex   uint64
+	Pending     int64
+	Offset      int64
+	RaftBytes   int64
+	Voters      []string
+	Nonvoters   []string
+	LastContact time.Duration
+}
+
+// Stats reads the replica's current state.
+func (r *Replica) Stats() Stats {
+	id, _ := r.Leader()
+	st := Stats{
+		Slot:      r.slot,
+		State:     r.g.raft.State().String(),
+		Leader:    id,
+		Applied:   r.fsm.Applied(),
+		LastIndex: r.g.raft.LastIndex(),
+		Pending:   r.fsm.Pending(),
+		Offset:    r.fsm.Offset(),
+	}
+	if !r.g.isLeader() {
+		st.LastContact = time.Since(r.g.raft.LastContact())
+	}
+	if cf := r.g.raft.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				st.Voters = append(st.Voters, string(s.ID))
+			} else {
+				st.Nonvoters = append(st.Nonvoters, string(s.ID))
+			}
+		}
+	}
+	return st
+}
+
+// RaftBytes is the size of this replica's raft log and snapshots on disk.
+func (r *Replica) RaftBytes() int64 { return r.g.stores.Size() }
+
+// TransferLeadership hands leadership to another voter, if any.
+func (r *Replica) TransferLeadership(timeout time.Duration) { r.g.leaveLeadership(timeout) }
+
+// Close stops the replica: the scheduler first (in-flight callbacks finish
+// and their outcomes commit, up to drainTimeout), then proposers, raft and
+// stores.
+func (r *Replica) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		if s := r.active.Load(); s != nil {
+			if !s.drain(drainTimeout) {
+				r.log.Warn("callbacks still in flight at shutdown; they will be retried by the next leader")
+			}
+		}
+		close(r.stopMaint)
+		r.maintWG.Wait()
+		err = r.g.close()
+		r.writes.close()
+		r.outcomes.close()
+	})
+	return err
+}
+
+func proposerWorkers() int {
+	if v, err := strconv.Atoi(os.Getenv("TM_PROPOSER_WORKERS")); err == nil && v > 0 {
+		return v
+	}
+	return 1
+}

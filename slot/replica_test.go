@@ -1,0 +1,201 @@
+package slot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/rpc/mux"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// fakeDeliverer records deliveries and answers with a scripted result.
+type fakeDeliverer struct {
+	mu     sync.Mutex
+	got    map[string][]time.Time // id → receive times
+	answer func(d *Delivery) DeliveryResult
+	ch     chan string
+}
+
+func newFakeDeliverer() *fakeDeliverer {
+	return &fakeDeliverer{got: map[string][]time.Time{}, ch: make(chan string, 100000)}
+}
+
+func (f *fakeDeliverer) Deliver(ctx context.Context, d *Delivery) DeliveryResult {
+	now := time.Now()
+	f.mu.Lock()
+	f.got[d.Job.ID] = append(f.got[d.Job.ID], now)
+	ans := f.answer
+	f.mu.Unlock()
+	f.ch <- d.Job.ID
+	if ans != nil {
+		return ans(d)
+	}
+	return DeliveryResult{StatusCode: 200}
+}
+
+func (f *fakeDeliverer) times(id string) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.got[id]...)
+}
+
+type testSlot struct {
+	r    *Replica
+	db   *storage.DB
+	mux  *mux.Mux
+	dir  string
+	meta *raftfsm.MetaFSM
+}
+
+func openTestSlot(t *testing.T, dir string, d Deliverer) *testSlot {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	db, err := storage.Open(filepath.Join(dir, "pebble"), storage.Options{Logger: log, CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mux.Listen("127.0.0.1:0", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl, err := m.StreamLayer(0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := raftfsm.NewMetaFSM()
+	r, err := Open(Config{
+		Slot: 0, NodeID: "n1", Dir: filepath.Join(dir, "raft"), DB: db, Stream: sl,
+		Meta: meta.State, Deliverer: d, Logger: log,
+		Timing: Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Bootstrap([]raft.Server{{ID: "n1", Address: raft.ServerAddress(m.Addr().String())}}); err != nil {
+		t.Fatal(err)
+	}
+	ts := &testSlot{r: r, db: db, mux: m, dir: dir, meta: meta}
+	waitFor(t, 10*time.Second, "slot leader", r.IsLeader)
+	return ts
+}
+
+func (ts *testSlot) close(t *testing.T) {
+	t.Helper()
+	if err := ts.r.Close(); err != nil {
+		t.Error(err)
+	}
+	_ = ts.mux.Close()
+	if err := ts.db.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func create(t *testing.T, r *Replica, id string, trigger int64) {
+	t.Helper()
+	spec := raftfsm.JobSpec{TriggerTime: trigger, CallbackURL: "http://127.0.0.1:1/hook", Hash: uint64(trigger)}
+	res, err := r.Propose(context.Background(), &raftfsm.Create{Coll: "default", ID: id, Spec: spec, Now: time.Now().UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Code != raftfsm.Created {
+		t.Fatalf("create %s: %v", id, res[0].Code)
+	}
+}
+
+func TestFiresOnceNeverEarly(t *testing.T) {
+	d := newFakeDeliverer()
+	ts := openTestSlot(t, t.TempDir(), d)
+	defer ts.close(t)
+	base := time.Now().Add(300 * time.Millisecond).UnixMilli()
+	const n = 200
+	for i := 0; i < n; i++ {
+		create(t, ts.r, fmt.Sprintf("j%d", i), base+int64(i%50)*7)
+	}
+	create(t, ts.r, "past", time.Now().Add(-time.Hour).UnixMilli())
+	waitFor(t, 10*time.Second, "all fired", func() bool { return len(d.ch) >= n+1 })
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("j%d", i)
+		got := d.times(id)
+		if len(got) != 1 {
+			t.Fatalf("%s delivered %d times", id, len(got))
+		}
+		if trig := base + int64(i%50)*7; got[0].UnixMilli() < trig {
+			t.Fatalf("%s fired %d ms early", id, trig-got[0].UnixMilli())
+		}
+	}
+	waitFor(t, 5*time.Second, "acks applied", func() bool { return ts.r.fsm.Pending() == 0 })
+	j, ok, err := ts.r.Get("default", "j7")
+	if err != nil || !ok || j.Status != raftfsm.StatusSucceeded || j.Attempts != 1 {
+		t.Fatalf("j7 after firing: %+v %v %v", j, ok, err)
+	}
+}
+
+func TestRetryThenFail(t *testing.T) {
+	d := newFakeDeliverer()
+	d.answer = func(*Delivery) DeliveryResult { return DeliveryResult{StatusCode: 503} }
+	ts := openTestSlot(t, t.TempDir(), d)
+	defer ts.close(t)
+	spec := raftfsm.JobSpec{TriggerTime: time.Now().UnixMilli(), CallbackURL: "http://x/", Hash: 1,
+		Retry: raftfsm.RetryPolicy{MaxAttempts: 3, InitialIntervalMs: 20, Multiplier: 2, MaxIntervalMs: 1000}}
+	if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "default", ID: "r", Spec: spec, Now: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "failed status", func() bool {
+		j, ok, _ := ts.r.Get("default", "r")
+		return ok && j.Status == raftfsm.StatusFailed
+	})
+	got := d.times("r")
+	if len(got) != 3 {
+		t.Fatalf("attempts = %d, want 3", len(got))
+	}
+	if gap := got[1].Sub(got[0]); gap < 16*time.Millisecond {
+		t.Errorf("first retry after %s, want >= 16ms (20ms -20%%)", gap)
+	}
+	if gap := got[2].Sub(got[1]); gap < 32*time.Millisecond {
+		t.Errorf("second retry after %s, want >= 32ms (40ms -20%%)", gap)
+	}
+}
+
+func TestRestartKeepsJobs(t *testing.T) {
+	dir := t.TempDir()
+	d := newFakeDeliverer()
+	ts := openTestSlot(t, dir, d)
+	trig := time.Now().Add(1500 * time.Millisecond).UnixMilli()
+	for i := 0; i < 50; i++ {
+		create(t, ts.r, fmt.Sprintf("k%d", i), trig)
+	}
+	ts.close(t)
+	if len(d.ch) != 0 {
+		t.Fatalf("fired before trigger")
+	}
+	ts = openTestSlot(t, dir, d)
+	defer ts.close(t)
+	if p := ts.r.fsm.Pending(); p != 50 {
+		t.Fatalf("pending after restart = %d", p)
+	}
+	waitFor(t, 10*time.Second, "fired after restart", func() bool { return len(d.ch) >= 50 })
+	for i := 0; i < 50; i++ {
+		if got := d.times(fmt.Sprintf("k%d", i)); len(got) != 1 || got[0].UnixMilli() < trig {
+			t.Fatalf("k%d: %v", i, got)
+		}
+	}
+}

@@ -1,0 +1,382 @@
+package slot
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// item is one due entry the scheduler holds in memory.
+type item struct {
+	e          storage.DueEntry
+	key        string // the due key: unique per (due, collection, id)
+	idx        int    // position in the heap, -1 when not in it
+	inflight   bool
+	renotified bool // a new version was scheduled at the same key while in flight
+}
+
+type itemHeap []*item
+
+func (h itemHeap) Len() int { return len(h) }
+func (h itemHeap) Less(i, j int) bool {
+	if h[i].e.Due != h[j].e.Due {
+		return h[i].e.Due < h[j].e.Due
+	}
+	return h[i].key < h[j].key
+}
+func (h itemHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx = i
+	h[j].idx = j
+}
+func (h *itemHeap) Push(x any) {
+	it := x.(*item)
+	it.idx = len(*h)
+	*h = append(*h, it)
+}
+func (h *itemHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.idx = -1
+	return it
+}
+
+// scheduler is the slot-leader's firing loop (DESIGN.md §6). It keeps a
+// short window of the due index in a heap, loads the next window before the
+// current one runs out, hears about jobs scheduled inside the loaded window
+// from the FSM, and dispatches due jobs to a bounded pool of concurrent
+// fires. Only the leader runs one; it lives exactly as long as a leadership
+// term.
+type scheduler struct {
+	r       *Replica
+	log     *slog.Logger
+	sem     chan struct{}
+	window  int64 // ms of due index kept loaded ahead of now
+	maxHeap int
+
+	heap          itemHeap
+	known         map[string]*item
+	cursor        []byte // every due key below it is loaded (or done)
+	cursorTime    int64
+	cursorLimited bool
+
+	mu    sync.Mutex
+	notes []storage.DueEntry
+	dones []doneEvent
+	reset bool
+	wake  chan struct{}
+
+	fires    sync.WaitGroup
+	stopping atomic.Bool // graceful stop: dispatch nothing new
+}
+
+func newScheduler(r *Replica) *scheduler {
+	return &scheduler{
+		r:       r,
+		log:     r.log,
+		sem:     r.fireSlots,
+		window:  r.cfg.Window.Milliseconds(),
+		maxHeap: r.cfg.MaxLoaded,
+		known:   make(map[string]*item),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+func (s *scheduler) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// scheduled is called by the FSM observer (any goroutine).
+func (s *scheduler) scheduled(e storage.DueEntry) {
+	s.mu.Lock()
+	s.notes = append(s.notes, e)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *scheduler) resetAll() {
+	s.mu.Lock()
+	s.reset = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+// doneEvent ends a fire; again asks for the job to be fired again (its
+// outcome could not be committed while this replica still leads).
+type doneEvent struct {
+	key   string
+	again bool
+}
+
+func (s *scheduler) done(key string) { s.finish(key, false) }
+
+func (s *scheduler) finish(key string, again bool) {
+	s.mu.Lock()
+	s.dones = append(s.dones, doneEvent{key, again})
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *scheduler) now() int64 { return s.r.cfg.Clock().UnixMilli() }
+
+// restart positions the cursor at the committed offset: everything the
+// previous leader did not finish is at or after it.
+func (s *scheduler) restart() {
+	for _, it := range s.heap {
+		delete(s.known, it.key)
+		it.idx = -1
+	}
+	s.heap = s.heap[:0]
+	from := s.r.fsm.Offset()
+	if now := s.now(); from == raftfsm.NoOffset || from > now {
+		from = now
+	}
+	s.cursor = storage.DueBound(s.r.slot, from)
+	s.cursorTime = from
+	s.cursorLimited = false
+}
+
+func (s *scheduler) run(ctx context.Context) {
+	defer s.fires.Wait()
+	s.restart()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		s.absorb()
+		now := s.now()
+		if err := s.load(now); err != nil {
+			s.log.Error("scheduler: reading the due index failed; retrying", "slot", s.r.slot, "error", err)
+		}
+		now = s.now()
+		for len(s.heap) > 0 && s.heap[0].e.Due <= now && !s.stopping.Load() {
+			select {
+			case s.sem <- struct{}{}:
+				s.dispatch(ctx, heap.Pop(&s.heap).(*item))
+				continue
+			default:
+			}
+			break
+		}
+		wait := s.nextWake(now)
+		timer.Reset(wait)
+		var sem chan struct{}
+		if len(s.heap) > 0 && s.heap[0].e.Due <= now && !s.stopping.Load() {
+			sem = s.sem // pool full: also wake when a slot frees
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
+		case sem <- struct{}{}:
+			s.dispatch(ctx, heap.Pop(&s.heap).(*item))
+		}
+	}
+}
+
+// nextWake is how long the loop may sleep: until the earliest loaded job is
+// due, or until the loaded window needs extending.
+func (s *scheduler) nextWake(now int64) time.Duration {
+	next := s.cursorTime - s.window/2
+	if s.cursorLimited {
+		next = now + 50
+	}
+	if len(s.heap) > 0 && s.heap[0].e.Due < next {
+		next = s.heap[0].e.Due
+	}
+	d := time.UnixMilli(next).Sub(s.r.cfg.Clock())
+	if d < 0 {
+		d = 0
+	}
+	if d > time.Second {
+		d = time.Second
+	}
+	return d
+}
+
+// absorb applies the events queued by the FSM and finished fires.
+func (s *scheduler) absorb() {
+	s.mu.Lock()
+	notes, dones, reset := s.notes, s.dones, s.reset
+	s.notes, s.dones, s.reset = nil, nil, false
+	s.mu.Unlock()
+	if reset {
+		s.restart()
+	}
+	var kb []byte
+	for _, e := range notes {
+		kb = storage.DueKey(kb[:0], s.r.slot, e.Due, e.Coll, e.ID)
+		if bytes.Compare(kb, s.cursor) >= 0 {
+			continue // the next load will read it
+		}
+		if it := s.known[string(kb)]; it != nil {
+			if it.inflight {
+				it.renotified = true
+			}
+			continue
+		}
+		s.add(e, string(kb))
+	}
+	for _, d := range dones {
+		it := s.known[d.key]
+		if it == nil {
+			continue
+		}
+		it.inflight = false
+		if it.renotified || d.again {
+			it.renotified = false
+			heap.Push(&s.heap, it)
+			continue
+		}
+		delete(s.known, d.key)
+	}
+}
+
+func (s *scheduler) add(e storage.DueEntry, key string) {
+	it := &item{e: e, key: key, idx: -1}
+	s.known[key] = it
+	heap.Push(&s.heap, it)
+}
+
+// load extends the in-memory window from the cursor. Its iterator is
+// bounded below by the cursor, so the tombstones of everything already
+// fired are never walked.
+func (s *scheduler) load(now int64) error {
+	horizon := now + s.window
+	if s.cursorLimited {
+		if len(s.heap) >= s.maxHeap/2 {
+			return nil
+		}
+	} else if s.cursorTime > now+s.window/2 {
+		return nil
+	}
+	upper := storage.DueBound(s.r.slot, horizon)
+	if bytes.Compare(s.cursor, upper) >= 0 {
+		return nil
+	}
+	room := s.maxHeap - len(s.heap)
+	if room <= 0 {
+		s.cursorLimited = true
+		return nil
+	}
+	it, err := s.r.db.NewIter(s.cursor, upper)
+	if err != nil {
+		return err
+	}
+	added := 0
+	limited := false
+	var last []byte
+	var lastDue int64
+	for ok := it.First(); ok; ok = it.Next() {
+		if added == room {
+			limited = true
+			break
+		}
+		k := it.Key()
+		if _, dup := s.known[string(k)]; dup {
+			continue
+		}
+		e, err := storage.DecodeDueKey(k)
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		last = append(last[:0], k...)
+		lastDue = e.Due
+		s.add(e, string(k))
+		added++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if limited {
+		s.cursor = append(last, 0)
+		s.cursorTime = lastDue
+	} else {
+		s.cursor = upper
+		s.cursorTime = horizon
+	}
+	s.cursorLimited = limited
+	s.r.proposedOffset.Store(s.cursorTime)
+	return nil
+}
+
+// dispatch fires one job on its own goroutine; the caller holds a pool
+// slot, released as soon as the callback returns. The goroutine lives until
+// the outcome is committed, so a graceful stop can wait for it.
+func (s *scheduler) dispatch(ctx context.Context, it *item) {
+	it.inflight = true
+	s.fires.Add(1)
+	go func() {
+		defer s.fires.Done()
+		cmd := s.r.fire(ctx, it.e)
+		<-s.sem
+		if cmd == nil {
+			s.done(it.key)
+			return
+		}
+		s.commit(ctx, it.key, cmd)
+	}()
+}
+
+// commit proposes a fire's outcome. While this replica still leads, a
+// failed proposal is retried: the callback was delivered and firing it
+// again would be a needless duplicate. Once leadership is gone the new
+// leader owns the job and fires it again (at-least-once).
+func (s *scheduler) commit(ctx context.Context, key string, cmd []byte) {
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := s.r.outcomes.propose(cctx, [][]byte{cmd})
+		cancel()
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) || errors.Is(err, errProposerClosed) {
+			s.done(key)
+			return
+		}
+		if attempt >= 20 {
+			s.log.Error("scheduler: committing an outcome failed; the job will fire again", "slot", s.r.slot, "error", err)
+			s.finish(key, true)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.done(key)
+			return
+		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// drain stops dispatching and waits (up to timeout) for the fires in
+// flight to finish and commit their outcomes, so a graceful stop does not
+// make receivers see a duplicate.
+func (s *scheduler) drain(timeout time.Duration) bool {
+	s.stopping.Store(true)
+	s.signal()
+	done := make(chan struct{})
+	go func() {
+		s.fires.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}

@@ -1,0 +1,336 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configures the node's Pebble database.
+type Options struct {
+	// CacheBytes is the block cache size. Default 128 MiB: enough for the
+	// hot head of every slot's due index and the records about to fire, small
+	// enough that ten million pending jobs fit a 1 GiB resident budget.
+	CacheBytes int64
+	// MemTableBytes is the size of one memtable. Default 32 MiB.
+	MemTableBytes uint64
+	// FS replaces the real filesystem (tests use a crashable in-memory FS).
+	FS vfs.FS
+	// Logger receives Pebble's own log lines. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DB is the node's single Pebble instance.
+type DB struct {
+	pdb *pebble.DB
+	dir string
+	log *slog.Logger
+}
+
+// Open opens (creating if needed) the Pebble database in dir.
+func Open(dir string, o Options) (*DB, error) {
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 128 << 20
+	}
+	if o.MemTableBytes == 0 {
+		o.MemTableBytes = 32 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	lg := o.Logger.With("component", "pebble")
+	cache := pebble.NewCache(o.CacheBytes)
+	defer cache.Unref()
+	po := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                o.MemTableBytes,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		LBaseMaxBytes:               64 << 20,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{lg},
+		FS:                          o.FS,
+	}
+	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
+	for i := range po.Levels {
+		// Point lookups dominate (does this job id exist? read the record
+		// about to fire): bloom filters make the misses nearly free.
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	// Job records are small and repetitive (same URL, same collection):
+	// zstd on the lower levels is what keeps a pending job near 100 bytes.
+	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionBalanced })
+	pdb, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("open storage at %s: %w (if the files are corrupt, stop the node, move the data directory aside and restore it from a replica or a backup)", dir, err)
+	}
+	return &DB{pdb: pdb, dir: dir, log: lg}, nil
+}
+
+// Close flushes nothing extra: every acknowledged write is in a raft log,
+// so an unflushed memtable is replayed from there after a restart.
+func (d *DB) Close() error {
+	if err := d.pdb.Close(); err != nil {
+		return fmt.Errorf("close storage: %w", err)
+	}
+	return nil
+}
+
+// Get copies the value of key into a new slice. found is false when the key
+// does not exist.
+func (d *DB) Get(key []byte) (val []byte, found bool, err error) {
+	return get(d.pdb, key)
+}
+
+// NewIter returns an iterator over [lower, upper). Both bounds are required:
+// see the package comment.
+func (d *DB) NewIter(lower, upper []byte) (*Iter, error) {
+	return newIter(d.pdb, lower, upper)
+}
+
+// NewBatch returns a write-only batch.
+func (d *DB) NewBatch() *Batch { return &Batch{b: d.pdb.NewBatch()} }
+
+// NewIndexedBatch returns a batch whose reads see its own writes merged with
+// the database, which is what a state machine applying many commands in one
+// batch needs (a later command must see an earlier one's effect).
+func (d *DB) NewIndexedBatch() *Batch { return &Batch{b: d.pdb.NewIndexedBatch(), indexed: true} }
+
+// NewSnapshot pins a consistent point-in-time view.
+func (d *DB) NewSnapshot() *Snapshot { return &Snapshot{s: d.pdb.NewSnapshot()} }
+
+// SyncWAL makes every write committed so far durable. State-machine writes
+// are committed without sync (the raft log is the durable record); a snapshot
+// must sync before raft truncates the log behind it.
+func (d *DB) SyncWAL() error {
+	if err := d.pdb.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("sync storage WAL: %w", err)
+	}
+	return nil
+}
+
+// Compact compacts [lower, upper) fully, dropping tombstones.
+func (d *DB) Compact(ctx context.Context, lower, upper []byte) error {
+	if err := d.pdb.Compact(ctx, lower, upper, true); err != nil {
+		return fmt.Errorf("compact storage: %w", err)
+	}
+	return nil
+}
+
+// Flush writes the memtable to an sstable.
+func (d *DB) Flush() error {
+	if err := d.pdb.Flush(); err != nil {
+		return fmt.Errorf("flush storage: %w", err)
+	}
+	return nil
+}
+
+// DiskUsage estimates the on-disk bytes of [lower, upper).
+func (d *DB) DiskUsage(lower, upper []byte) (uint64, error) {
+	n, err := d.pdb.EstimateDiskUsage(lower, upper)
+	if err != nil {
+		return 0, fmt.Errorf("estimate disk usage: %w", err)
+	}
+	return n, nil
+}
+
+// Stats are a few numbers about the engine worth exporting.
+type Stats struct {
+	DiskBytes      uint64
+	MemTableBytes  uint64
+	BlockCacheSize int64
+	L0Files        int64
+	Compactions    int64
+	ReadAmp        int
+}
+
+// Stats reads the engine's metrics.
+func (d *DB) Stats() Stats {
+	m := d.pdb.Metrics()
+	return Stats{
+		DiskBytes:      m.DiskSpaceUsage(),
+		MemTableBytes:  m.MemTable.Size,
+		BlockCacheSize: m.BlockCache.Size,
+		L0Files:        m.Levels[0].TablesCount,
+		Compactions:    m.Compact.Count,
+		ReadAmp:        m.ReadAmp(),
+	}
+}
+
+// Reader is what both the database, a snapshot and an indexed batch offer.
+type Reader interface {
+	Get(key []byte) (val []byte, found bool, err error)
+	NewIter(lower, upper []byte) (*Iter, error)
+}
+
+var (
+	_ Reader = (*DB)(nil)
+	_ Reader = (*Snapshot)(nil)
+	_ Reader = (*Batch)(nil)
+)
+
+// Snapshot is a pinned read-only view.
+type Snapshot struct{ s *pebble.Snapshot }
+
+// Get reads key from the snapshot.
+func (s *Snapshot) Get(key []byte) ([]byte, bool, error) { return get(s.s, key) }
+
+// NewIter iterates [lower, upper) of the snapshot.
+func (s *Snapshot) NewIter(lower, upper []byte) (*Iter, error) { return newIter(s.s, lower, upper) }
+
+// Close releases the snapshot.
+func (s *Snapshot) Close() error { return s.s.Close() }
+
+// Batch collects writes committed atomically.
+type Batch struct {
+	b       *pebble.Batch
+	indexed bool
+}
+
+// Set writes key=val. The batch copies both.
+func (b *Batch) Set(key, val []byte) error { return b.b.Set(key, val, nil) }
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) error { return b.b.Delete(key, nil) }
+
+// DeleteRange removes every key in [lower, upper).
+func (b *Batch) DeleteRange(lower, upper []byte) error { return b.b.DeleteRange(lower, upper, nil) }
+
+// Get reads through the batch (indexed batches only).
+func (b *Batch) Get(key []byte) ([]byte, bool, error) {
+	if !b.indexed {
+		return nil, false, errors.New("storage: Get on a write-only batch")
+	}
+	return get(b.b, key)
+}
+
+// NewIter iterates the batch merged with the database (indexed batches only).
+func (b *Batch) NewIter(lower, upper []byte) (*Iter, error) {
+	if !b.indexed {
+		return nil, errors.New("storage: NewIter on a write-only batch")
+	}
+	return newIter(b.b, lower, upper)
+}
+
+// Empty reports whether the batch holds no writes.
+func (b *Batch) Empty() bool { return b.b.Empty() }
+
+// Len is the encoded size of the batch in bytes.
+func (b *Batch) Len() int { return b.b.Len() }
+
+// Commit applies the batch. sync=false leaves durability to the raft log.
+func (b *Batch) Commit(sync bool) error {
+	wo := pebble.NoSync
+	if sync {
+		wo = pebble.Sync
+	}
+	if err := b.b.Commit(wo); err != nil {
+		return fmt.Errorf("commit storage batch: %w", err)
+	}
+	return nil
+}
+
+// Close releases the batch; it must be called whether or not it committed.
+func (b *Batch) Close() error { return b.b.Close() }
+
+type getter interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+func get(g getter, key []byte) ([]byte, bool, error) {
+	v, closer, err := g.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("storage get: %w", err)
+	}
+	out := append([]byte(nil), v...)
+	if err := closer.Close(); err != nil {
+		return nil, false, fmt.Errorf("storage get: %w", err)
+	}
+	return out, true, nil
+}
+
+type iterMaker interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+func newIter(m iterMaker, lower, upper []byte) (*Iter, error) {
+	if lower == nil || upper == nil {
+		return nil, errors.New("storage: iterator needs both bounds")
+	}
+	it, err := m.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("storage iterator: %w", err)
+	}
+	return &Iter{it: it}, nil
+}
+
+// Iter is a bounded forward iterator. Key and Value are only valid until the
+// next call that moves it; copy what must outlive that.
+type Iter struct{ it *pebble.Iterator }
+
+// First moves to the first key in bounds.
+func (i *Iter) First() bool { return i.it.First() }
+
+// SeekGE moves to the first key >= key.
+func (i *Iter) SeekGE(key []byte) bool { return i.it.SeekGE(key) }
+
+// Last moves to the last key in bounds.
+func (i *Iter) Last() bool { return i.it.Last() }
+
+// Next advances.
+func (i *Iter) Next() bool { return i.it.Next() }
+
+// Prev moves back.
+func (i *Iter) Prev() bool { return i.it.Prev() }
+
+// Valid reports whether the iterator is positioned at a key.
+func (i *Iter) Valid() bool { return i.it.Valid() }
+
+// Key is the current key.
+func (i *Iter) Key() []byte { return i.it.Key() }
+
+// Value is the current value.
+func (i *Iter) Value() []byte {
+	v, err := i.it.ValueAndErr()
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// Close releases the iterator and reports any error met while iterating.
+func (i *Iter) Close() error {
+	if err := i.it.Close(); err != nil {
+		return fmt.Errorf("storage iterator: %w", err)
+	}
+	return nil
+}
+
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...interface{}) {
+	p.l.Debug(fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...interface{}) {
+	p.l.Error(fmt.Sprintf(format, args...))
+}
+
+// Fatalf is called by Pebble on an unrecoverable error (corruption, a
+// failed sync): carrying on would risk acknowledging writes that are gone.
+func (p pebbleLogger) Fatalf(format string, args ...interface{}) {
+	p.l.Error("storage failed; the node stops to protect acknowledged data. Check the disk (space, errors in dmesg), then restart the node; if the files are corrupt, move the data directory aside and let it re-replicate or restore it from a backup",
+		"error", fmt.Sprintf(format, args...))
+	os.Exit(70)
+}
