@@ -449,6 +449,9 @@ func (n *Node) Ready() error {
 	if id, _ := n.meta.Leader(); id == "" {
 		return errors.New("the meta group has no leader yet")
 	}
+	if !n.meta.CaughtUp() {
+		return errors.New("the meta group's state is still being replayed")
+	}
 	var missing []string
 	for s := 0; s < n.slotCount(); s++ {
 		r := n.replica(s)

@@ -85,7 +85,10 @@ var (
 	leaderDesc  = prometheus.NewDesc("timemachine_slot_leader", "1 when this node leads the slot.", []string{"slot"}, nil)
 	appliedDesc = prometheus.NewDesc("timemachine_slot_applied_index", "Last raft index applied by this node's replica.", []string{"slot"}, nil)
 	diskDesc    = prometheus.NewDesc("timemachine_storage_disk_bytes", "Bytes on disk used by the node's Pebble store.", nil, nil)
-	raftDesc    = prometheus.NewDesc("timemachine_raft_disk_bytes", "Bytes on disk of raft logs and snapshots, per slot replica.", []string{"slot"}, nil)
+	raftDesc    = prometheus.NewDesc("timemachine_raft_snapshot_bytes", "Bytes on disk of raft snapshots, per slot replica.", []string{"slot"}, nil)
+	l0Desc      = prometheus.NewDesc("timemachine_storage_l0_files", "Files in level 0 of the Pebble LSM (a long queue means compactions are behind).", nil, nil)
+	readAmpDesc = prometheus.NewDesc("timemachine_storage_read_amplification", "Pebble read amplification: sorted runs a point read may consult.", nil, nil)
+	logDesc     = prometheus.NewDesc("timemachine_raft_log_bytes", "Bytes on disk of the node's shared slot raft log file.", nil, nil)
 )
 
 func (c *slotCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -94,6 +97,9 @@ func (c *slotCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- appliedDesc
 	ch <- diskDesc
 	ch <- raftDesc
+	ch <- logDesc
+	ch <- l0Desc
+	ch <- readAmpDesc
 }
 
 func (c *slotCollector) Collect(ch chan<- prometheus.Metric) {
@@ -109,5 +115,9 @@ func (c *slotCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(appliedDesc, prometheus.GaugeValue, float64(st.Applied), s)
 		ch <- prometheus.MustNewConstMetric(raftDesc, prometheus.GaugeValue, float64(r.RaftBytes()), s)
 	}
-	ch <- prometheus.MustNewConstMetric(diskDesc, prometheus.GaugeValue, float64(c.n.db.Stats().DiskBytes))
+	st := c.n.db.Stats()
+	ch <- prometheus.MustNewConstMetric(diskDesc, prometheus.GaugeValue, float64(st.DiskBytes))
+	ch <- prometheus.MustNewConstMetric(l0Desc, prometheus.GaugeValue, float64(st.L0Files))
+	ch <- prometheus.MustNewConstMetric(readAmpDesc, prometheus.GaugeValue, float64(st.ReadAmp))
+	ch <- prometheus.MustNewConstMetric(logDesc, prometheus.GaugeValue, float64(c.n.logDB.Size()))
 }

@@ -30,6 +30,7 @@ type Node struct {
 	lock *os.File
 
 	db      *storage.DB
+	logDB   *storage.RaftLogDB
 	mux     *mux.Mux
 	meta    *slot.MetaReplica
 	mu      sync.RWMutex
@@ -73,6 +74,12 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.db, err = storage.Open(filepath.Join(cfg.DataDir, "pebble"), storage.Options{CacheBytes: cfg.CacheBytes, Logger: n.log}); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", filepath.Join(cfg.DataDir, "raft"), err)
+	}
+	if n.logDB, err = storage.OpenRaftLogDB(filepath.Join(cfg.DataDir, "raft", "slots.db"), n.log); err != nil {
+		return nil, err
+	}
 	if n.mux, err = mux.Listen(cfg.BindAddr, n.log); err != nil {
 		return nil, err
 	}
@@ -104,9 +111,10 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		r, err := slot.Open(slot.Config{
 			Slot: s, NodeID: n.id.NodeID, Dir: filepath.Join(cfg.DataDir, "raft", fmt.Sprintf("slot-%04d", s)),
-			DB: n.db, Stream: stream, Meta: n.meta.State, Deliverer: dlv, Metrics: n.metrics,
+			LogDB: n.logDB, DB: n.db, Stream: stream, Meta: n.meta.State, Deliverer: dlv, Metrics: n.metrics,
 			Logger: n.log, RaftLogLevel: cfg.RaftLogLevel, Clock: cfg.Clock, Timing: cfg.Timing,
 			FireSlots: fireSlots, MaintenanceInterval: cfg.MaintenanceInterval, OnFatal: n.onFatal,
+			MetaReady: n.meta.WaitCaughtUp,
 		})
 		if err != nil {
 			return nil, err
@@ -230,6 +238,11 @@ func (n *Node) closeParts() error {
 	wg.Wait()
 	if n.meta != nil {
 		if err := n.meta.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n.logDB != nil {
+		if err := n.logDB.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -20,6 +20,34 @@ func GetJob(r storage.Reader, slot int, coll, id string) (*Job, bool, error) {
 	return j, true, nil
 }
 
+// GetJobs reads several jobs of a slot with one iterator, which costs a
+// fraction of a Get per job. jobs[i] is nil when refs[i] does not exist.
+func GetJobs(r storage.Reader, slot int, refs []storage.DueEntry) ([]*Job, error) {
+	out := make([]*Job, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	lo, hi := storage.RecordSpan(slot)
+	it, err := r.NewIter(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	var key []byte
+	for i, e := range refs {
+		key = storage.RecordKey(key[:0], slot, e.Coll, e.ID)
+		if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
+			continue
+		}
+		j := &Job{Collection: e.Coll, ID: e.ID}
+		if err := DecodeRecord(it.Value(), j); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("slot %d job %s/%s: %w", slot, e.Coll, e.ID, err)
+		}
+		out[i] = j
+	}
+	return out, it.Close()
+}
+
 // ScanDue calls fn for the due entries of a slot with from <= due < to, in
 // due order, until fn returns false or limit entries were seen. It returns
 // how many entries it passed to fn.
@@ -114,15 +142,12 @@ func ListJobs(r storage.Reader, slot int, q ListQuery) (ListPage, error) {
 			return page, err
 		}
 		page.Pos = ListPos{Trigger: t, ID: id}
-		if v := it.Value(); q.Status != 0 && (len(v) != 1 || Status(v[0]) != q.Status) {
-			continue
-		}
 		j, found, err := GetJob(r, slot, q.Coll, id)
 		if err != nil {
 			_ = it.Close()
 			return page, err
 		}
-		if found {
+		if found && (q.Status == 0 || j.Status == q.Status) {
 			page.Jobs = append(page.Jobs, j)
 		}
 	}

@@ -1,6 +1,7 @@
 package raftfsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -139,6 +140,14 @@ type applyState struct {
 	notes   []storage.DueEntry
 	kb      []byte // key scratch
 	vb      []byte // value scratch
+
+	// exists reads records for the whole batch: one iterator with
+	// bloom-filtered prefix seeks is several times cheaper than a Get per
+	// job (creates look up ids that are almost always new; acks look up the
+	// job they finish). It sees the state when it was opened, so records
+	// written or deleted since are tracked in touched and read with a Get.
+	exists  *storage.Iter
+	touched map[string]struct{}
 }
 
 // ApplyBatch implements raft.BatchingFSM: every entry of the batch goes into
@@ -154,6 +163,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	s := &applyState{f: f, b: f.db.NewIndexedBatch(), offset: f.offset.Load(), pending: f.pending.Load()}
 	defer s.b.Close()
+	defer s.closeExists()
 	applied := f.applied.Load()
 	last := applied
 	for i, l := range logs {
@@ -264,8 +274,29 @@ func (s *applyState) apply(c Command) (Result, error) {
 	return Result{Code: Rejected}, nil
 }
 
+// getJob reads a job as of everything applied so far in this batch.
 func (s *applyState) getJob(coll, id string) (*Job, bool, error) {
-	return GetJob(s.b, s.f.slot, coll, id)
+	key := storage.RecordKey(nil, s.f.slot, coll, id)
+	if _, ok := s.touched[string(key)]; ok {
+		return GetJob(s.b, s.f.slot, coll, id)
+	}
+	if s.exists == nil {
+		lo, hi := storage.RecordSpan(s.f.slot)
+		it, err := s.b.NewIter(lo, hi)
+		if err != nil {
+			return nil, false, err
+		}
+		s.exists = it
+		s.touched = make(map[string]struct{})
+	}
+	if !s.exists.SeekPrefixGE(key) || !bytes.Equal(s.exists.Key(), key) {
+		return nil, false, nil
+	}
+	j := &Job{Collection: coll, ID: id}
+	if err := DecodeRecord(s.exists.Value(), j); err != nil {
+		return nil, false, fmt.Errorf("slot %d job %s/%s: %w", s.f.slot, coll, id, err)
+	}
+	return j, true, nil
 }
 
 func newJob(coll, id string, spec *JobSpec, now int64) *Job {
@@ -287,6 +318,18 @@ func newJob(coll, id string, spec *JobSpec, now int64) *Job {
 	}
 }
 
+func (s *applyState) touch(key []byte) {
+	if s.touched != nil {
+		s.touched[string(key)] = struct{}{}
+	}
+}
+
+func (s *applyState) closeExists() {
+	if s.exists != nil {
+		_ = s.exists.Close()
+	}
+}
+
 func (s *applyState) create(c *Create) (Result, error) {
 	old, found, err := s.getJob(c.Coll, c.ID)
 	if err != nil {
@@ -302,7 +345,7 @@ func (s *applyState) create(c *Create) (Result, error) {
 	if err := s.putJob(j); err != nil {
 		return Result{}, err
 	}
-	if err := s.addIndexes(j); err != nil {
+	if err := s.addIndexes(j, true); err != nil {
 		return Result{}, err
 	}
 	return Result{Code: Created, Job: j}, nil
@@ -319,7 +362,7 @@ func (s *applyState) upsert(c *Upsert) (Result, error) {
 	j := newJob(c.Coll, c.ID, &c.Spec, c.Now)
 	code := Created
 	if found {
-		if err := s.removeIndexes(old); err != nil {
+		if err := s.removeIndexes(old, true); err != nil {
 			return Result{}, err
 		}
 		j.Version = old.Version + 1
@@ -329,7 +372,7 @@ func (s *applyState) upsert(c *Upsert) (Result, error) {
 	if err := s.putJob(j); err != nil {
 		return Result{}, err
 	}
-	if err := s.addIndexes(j); err != nil {
+	if err := s.addIndexes(j, true); err != nil {
 		return Result{}, err
 	}
 	return Result{Code: code, Job: j}, nil
@@ -340,11 +383,10 @@ func (s *applyState) delete(c *Delete) (Result, error) {
 	if err != nil || !found {
 		return Result{Code: NotFound}, err
 	}
-	if err := s.removeIndexes(old); err != nil {
+	if err := s.removeIndexes(old, true); err != nil {
 		return Result{}, err
 	}
-	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, c.Coll, c.ID)
-	if err := s.b.Delete(s.kb); err != nil {
+	if err := s.deleteRecord(c.Coll, c.ID); err != nil {
 		return Result{}, err
 	}
 	return Result{Code: OK, Job: old}, nil
@@ -365,7 +407,7 @@ func (s *applyState) ack(c *Ack) (Result, error) {
 	if err != nil || !ok {
 		return Result{Code: Stale}, err
 	}
-	if err := s.removeIndexes(j); err != nil {
+	if err := s.removeIndexes(j, false); err != nil {
 		return Result{}, err
 	}
 	j.Status = StatusFailed
@@ -380,7 +422,7 @@ func (s *applyState) ack(c *Ack) (Result, error) {
 	if err := s.putJob(j); err != nil {
 		return Result{}, err
 	}
-	if err := s.addIndexes(j); err != nil {
+	if err := s.addIndexes(j, false); err != nil {
 		return Result{}, err
 	}
 	return Result{Code: OK, Job: j}, nil
@@ -391,7 +433,7 @@ func (s *applyState) retry(c *Retry) (Result, error) {
 	if err != nil || !ok {
 		return Result{Code: Stale}, err
 	}
-	if err := s.removeIndexes(j); err != nil {
+	if err := s.removeIndexes(j, false); err != nil {
 		return Result{}, err
 	}
 	j.DueTime = c.NextDue
@@ -402,7 +444,7 @@ func (s *applyState) retry(c *Retry) (Result, error) {
 	if err := s.putJob(j); err != nil {
 		return Result{}, err
 	}
-	if err := s.addIndexes(j); err != nil {
+	if err := s.addIndexes(j, false); err != nil {
 		return Result{}, err
 	}
 	return Result{Code: OK, Job: j}, nil
@@ -413,7 +455,7 @@ func (s *applyState) reschedule(c *Reschedule) (Result, error) {
 	if err != nil || !ok {
 		return Result{Code: Stale}, err
 	}
-	if err := s.removeIndexes(j); err != nil {
+	if err := s.removeIndexes(j, true); err != nil {
 		return Result{}, err
 	}
 	j.TriggerTime = c.TriggerTime
@@ -425,7 +467,7 @@ func (s *applyState) reschedule(c *Reschedule) (Result, error) {
 	if err := s.putJob(j); err != nil {
 		return Result{}, err
 	}
-	if err := s.addIndexes(j); err != nil {
+	if err := s.addIndexes(j, true); err != nil {
 		return Result{}, err
 	}
 	return Result{Code: OK, Job: j}, nil
@@ -528,11 +570,10 @@ func (s *applyState) removeFinished(c *RemoveFinished) (Result, error) {
 			return Result{}, err
 		}
 		if found && j.Status.Finished() && j.FinishedAt == r.t {
-			if err := s.removeIndexes(j); err != nil {
+			if err := s.removeIndexes(j, true); err != nil {
 				return Result{}, err
 			}
-			s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
-			if err := s.b.Delete(s.kb); err != nil {
+			if err := s.deleteRecord(j.Collection, j.ID); err != nil {
 				return Result{}, err
 			}
 			n++
@@ -561,11 +602,10 @@ func (s *applyState) purgeCollection(c *PurgeCollection) (Result, error) {
 			return Result{}, err
 		}
 		if found {
-			if err := s.removeIndexes(j); err != nil {
+			if err := s.removeIndexes(j, true); err != nil {
 				return Result{}, err
 			}
-			s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
-			if err := s.b.Delete(s.kb); err != nil {
+			if err := s.deleteRecord(j.Collection, j.ID); err != nil {
 				return Result{}, err
 			}
 			n++
@@ -579,16 +619,27 @@ func (s *applyState) purgeCollection(c *PurgeCollection) (Result, error) {
 
 func (s *applyState) putJob(j *Job) error {
 	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
+	s.touch(s.kb)
 	s.vb = AppendRecord(s.vb[:0], j)
 	return s.b.Set(s.kb, s.vb)
 }
 
-// addIndexes writes the index entries of j's current state.
-func (s *applyState) addIndexes(j *Job) error {
+func (s *applyState) deleteRecord(coll, id string) error {
+	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, coll, id)
+	s.touch(s.kb)
+	return s.b.Delete(s.kb)
+}
+
+// addIndexes writes the index entries of j's current state. The list
+// entry depends only on the trigger time, so outcomes that keep it (ack,
+// retry) pass list=false and save a write per fire.
+func (s *applyState) addIndexes(j *Job, list bool) error {
 	slot := s.f.slot
-	s.kb = storage.ListKey(s.kb[:0], slot, j.Collection, j.TriggerTime, j.ID)
-	if err := s.b.Set(s.kb, []byte{byte(j.Status)}); err != nil {
-		return err
+	if list {
+		s.kb = storage.ListKey(s.kb[:0], slot, j.Collection, j.TriggerTime, j.ID)
+		if err := s.b.Set(s.kb, nil); err != nil {
+			return err
+		}
 	}
 	switch {
 	case j.Status == StatusScheduled:
@@ -611,11 +662,13 @@ func (s *applyState) addIndexes(j *Job) error {
 }
 
 // removeIndexes deletes the index entries of j's current state.
-func (s *applyState) removeIndexes(j *Job) error {
+func (s *applyState) removeIndexes(j *Job, list bool) error {
 	slot := s.f.slot
-	s.kb = storage.ListKey(s.kb[:0], slot, j.Collection, j.TriggerTime, j.ID)
-	if err := s.b.Delete(s.kb); err != nil {
-		return err
+	if list {
+		s.kb = storage.ListKey(s.kb[:0], slot, j.Collection, j.TriggerTime, j.ID)
+		if err := s.b.Delete(s.kb); err != nil {
+			return err
+		}
 	}
 	switch {
 	case j.Status == StatusScheduled:

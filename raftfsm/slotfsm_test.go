@@ -186,17 +186,34 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	f.ApplyBatch(workload())
 	want := dump(t, src, 5)
 
+	// The local snapshot is a pointer to the state in Pebble.
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Writes after the snapshot was taken must not leak into it.
-	f.ApplyBatch([]*raft.Log{{Index: 14, Type: raft.LogCommand, Data: Encode(&Create{Coll: "c", ID: "late", Spec: spec(9, 9), Now: 1})}})
-	var s sink
-	if err := snap.Persist(&s); err != nil {
+	var ptr sink
+	if err := snap.Persist(&ptr); err != nil {
 		t.Fatal(err)
 	}
 	snap.Release()
+	if !IsPointerSnapshot(ptr.Bytes()) || ptr.Len() != 18 {
+		t.Fatalf("local snapshot is %d bytes, not a pointer", ptr.Len())
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(ptr.Bytes()))); err != nil {
+		t.Fatalf("restoring a pointer to state that is present: %v", err)
+	}
+	if fresh := openFSM(t, memDB(t), 5); fresh.Restore(io.NopCloser(bytes.NewReader(ptr.Bytes()))) == nil {
+		t.Fatal("a pointer was accepted by a replica whose state is behind it")
+	}
+
+	// The full form travels to other replicas.
+	var s sink
+	applied, err := f.StreamState(&s)
+	if err != nil || applied != 13 {
+		t.Fatalf("StreamState: applied %d, %v", applied, err)
+	}
+	// Writes after the stream was taken must not leak into it.
+	f.ApplyBatch([]*raft.Log{{Index: 14, Type: raft.LogCommand, Data: Encode(&Create{Coll: "c", ID: "late", Spec: spec(9, 9), Now: 1})}})
 
 	// The target holds another slot's data and stale data of this slot.
 	dst := memDB(t)

@@ -12,20 +12,38 @@ import (
 	"github.com/timemachine-db/timemachine/storage"
 )
 
-// Slot snapshot format, version 1 (zstd-compressed stream):
+// A slot snapshot comes in two forms.
+//
+// The local form, written by Persist, is a pointer: "TMSLOTP1 | slot u16 |
+// applied u64". The slot's state is already durable in Pebble (Persist
+// syncs Pebble's WAL before it writes the pointer), so copying it into a
+// file every time raft wants to truncate its log would only double the
+// disk a slot needs and burn CPU during heavy loads.
+//
+// The full form, made by StreamState only when a snapshot must travel to
+// another replica, is a zstd stream:
 //
 //	magic "TMSLOT01" | slot u16 | applied u64
 //	repeated: 0x01 | uvarint len | record key suffix | uvarint len | record value
 //	0x00 | count u64 | xxhash64 of every record byte
 //
 // Only job records travel: the due, list and finished indexes, the offset
-// and the pending count are all derived from the records on restore, which
-// halves the size of a snapshot.
-const slotSnapshotMagic = "TMSLOT01"
+// and the pending count are all derived from the records on restore.
+const (
+	slotSnapshotMagic  = "TMSLOT01"
+	slotPointerMagic   = "TMSLOTP1"
+	slotSnapMagicBytes = 8
+)
 
 // restoreBatchBytes bounds one restore batch so a large slot never builds
 // a giant in-memory batch.
 const restoreBatchBytes = 4 << 20
+
+// IsPointerSnapshot reports whether the first bytes of a snapshot are the
+// local pointer form.
+func IsPointerSnapshot(head []byte) bool {
+	return len(head) >= slotSnapMagicBytes && string(head[:slotSnapMagicBytes]) == slotPointerMagic
+}
 
 type slotSnapshot struct {
 	f       *SlotFSM
@@ -39,24 +57,45 @@ func (f *SlotFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.stopped.Load() {
 		return nil, ErrStopped
 	}
-	return &slotSnapshot{f: f, snap: f.db.NewSnapshot(), applied: f.applied.Load()}, nil
+	return &slotSnapshot{f: f, applied: f.applied.Load()}, nil
 }
 
-// Persist writes the snapshot. It first syncs Pebble's WAL: state-machine
-// writes are unsynced, and once this snapshot exists raft may truncate the
-// log entries that were their only durable copy.
+// Persist writes the pointer form. It first syncs Pebble's WAL:
+// state-machine writes are unsynced, and once this snapshot exists raft may
+// truncate the log entries that were their only durable copy.
 func (s *slotSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.persist(sink); err != nil {
+	err := s.f.db.SyncWAL()
+	if err == nil {
+		hdr := append([]byte(slotPointerMagic), byte(s.f.slot>>8), byte(s.f.slot))
+		_, err = sink.Write(binary.BigEndian.AppendUint64(hdr, s.applied))
+	}
+	if err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("slot %d: persist snapshot at %d: %w", s.f.slot, s.applied, err)
 	}
 	return sink.Close()
 }
 
-func (s *slotSnapshot) persist(w io.Writer) error {
-	if err := s.f.db.SyncWAL(); err != nil {
-		return err
+// StreamState writes the slot's current state in the full form, for a
+// replica that needs a snapshot. The state is taken now, so it may be ahead
+// of the snapshot raft is sending; the receiver restores it with its own
+// applied index and skips the entries it already holds.
+func (f *SlotFSM) StreamState(w io.Writer) (applied uint64, err error) {
+	snap := f.db.NewSnapshot()
+	defer snap.Close()
+	// The applied index inside the pinned view is the one that matches it.
+	applied, _, _, _, err = readSlotMeta(snap, f.slot)
+	if err != nil {
+		return 0, err
 	}
+	s := &slotSnapshot{f: f, snap: snap, applied: applied}
+	if err := s.writeFull(w); err != nil {
+		return 0, fmt.Errorf("slot %d: stream state at %d: %w", f.slot, applied, err)
+	}
+	return applied, nil
+}
+
+func (s *slotSnapshot) writeFull(w io.Writer) error {
 	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return err
@@ -102,7 +141,7 @@ func (s *slotSnapshot) persist(w io.Writer) error {
 }
 
 // Release implements raft.FSMSnapshot.
-func (s *slotSnapshot) Release() { _ = s.snap.Close() }
+func (s *slotSnapshot) Release() {}
 
 // Restore implements raft.FSM: it replaces the slot's whole state with the
 // snapshot. A marker written (synced) before the old state is cleared and
@@ -120,7 +159,11 @@ func (f *SlotFSM) Restore(rc io.ReadCloser) error {
 }
 
 func (f *SlotFSM) restore(r io.Reader) error {
-	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	br0 := bufio.NewReader(r)
+	if head, err := br0.Peek(slotSnapMagicBytes); err == nil && IsPointerSnapshot(head) {
+		return f.restorePointer(br0)
+	}
+	zr, err := zstd.NewReader(br0, zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return err
 	}
@@ -198,7 +241,7 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		if err := s.putJob(j); err != nil {
 			return err
 		}
-		if err := s.addIndexes(j); err != nil {
+		if err := s.addIndexes(j, true); err != nil {
 			return err
 		}
 		s.notes = s.notes[:0]
@@ -233,6 +276,22 @@ func (f *SlotFSM) restore(r io.Reader) error {
 	f.offset.Store(s.offset)
 	f.pending.Store(s.pending)
 	f.restoring = false
+	return nil
+}
+
+// restorePointer accepts a pointer to local state only when that state is
+// there: the replica's applied index is at or past the pointer's.
+func (f *SlotFSM) restorePointer(r io.Reader) error {
+	var b [slotSnapMagicBytes + 2 + 8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return fmt.Errorf("%w: snapshot pointer: %v", ErrCorrupt, err)
+	}
+	if slot := int(b[8])<<8 | int(b[9]); slot != f.slot {
+		return fmt.Errorf("%w: snapshot pointer of slot %d offered to slot %d", ErrCorrupt, slot, f.slot)
+	}
+	if at := binary.BigEndian.Uint64(b[10:]); f.applied.Load() < at || f.restoring {
+		return fmt.Errorf("slot %d: the snapshot at index %d points to local state that is gone (applied index %d); remove this replica's data so it is re-created from its peers", f.slot, at, f.applied.Load())
+	}
 	return nil
 }
 

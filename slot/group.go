@@ -71,6 +71,11 @@ type groupConfig struct {
 	// beforeStart runs after the stores open and before raft starts; the
 	// slot uses it to redo an interrupted restore.
 	beforeStart func(*storage.RaftStores) error
+	// logDB, when set, holds the group's log in the node's shared file
+	// (slots); otherwise the group gets its own raft-boltdb file (meta).
+	logDB *storage.RaftLogDB
+	// wrapSnapshots, when set, wraps the file snapshot store.
+	wrapSnapshots func(*raft.FileSnapshotStore) raft.SnapshotStore
 }
 
 // group is a running raft group replica and its leadership watch.
@@ -88,7 +93,14 @@ type group struct {
 func openGroup(cfg groupConfig) (*group, error) {
 	t := cfg.timing.orDefault()
 	hlog := newRaftLogger(cfg.log, cfg.name, cfg.raftLogLevel)
-	stores, err := storage.OpenRaftStores(cfg.dir, hlog.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}))
+	logOut := hlog.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
+	var stores *storage.RaftStores
+	var err error
+	if cfg.logDB != nil {
+		stores, err = storage.OpenGroupStores(cfg.logDB, cfg.name, cfg.dir, logOut)
+	} else {
+		stores, err = storage.OpenRaftStores(cfg.dir, logOut)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -129,11 +141,19 @@ func openGroup(cfg groupConfig) (*group, error) {
 		MaxRPCsInFlight:       16,
 		ServerAddressProvider: nil,
 	})
-	logs := raft.LogStore(stores.Log)
-	if cached, err := raft.NewLogCache(512, stores.Log); err == nil {
+	// A small cache of recent entries serves replication to followers
+	// without a bolt read. It is kept small because a cached entry pins its
+	// whole apply future (data and results), and an entry can carry a
+	// thousand jobs.
+	logs := stores.Log
+	if cached, err := raft.NewLogCache(32, stores.Log); err == nil {
 		logs = cached
 	}
-	r, err := raft.NewRaft(rc, cfg.fsm, logs, stores.Log, stores.Snapshots, trans)
+	var snaps raft.SnapshotStore = stores.Snapshots
+	if cfg.wrapSnapshots != nil {
+		snaps = cfg.wrapSnapshots(stores.Snapshots)
+	}
+	r, err := raft.NewRaft(rc, cfg.fsm, logs, stores.Stable, snaps, trans)
 	if err != nil {
 		_ = trans.Close()
 		_ = stores.Close()
@@ -148,7 +168,7 @@ func openGroup(cfg groupConfig) (*group, error) {
 // bootstrap makes a brand-new group with the given voters. It is a no-op
 // for a group that already has state (a restarted replica).
 func (g *group) bootstrap(servers []raft.Server) error {
-	has, err := raft.HasExistingState(g.stores.Log, g.stores.Log, g.stores.Snapshots)
+	has, err := raft.HasExistingState(g.stores.Log, g.stores.Stable, g.stores.Snapshots)
 	if err != nil {
 		return fmt.Errorf("%s: inspect raft state: %w", g.cfg.name, err)
 	}

@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/timemachine-db/timemachine/raftfsm"
@@ -52,7 +53,7 @@ func OpenMeta(cfg MetaConfig) (*MetaReplica, error) {
 		return nil, err
 	}
 	m := &MetaReplica{g: g, fsm: fsm}
-	m.writes = newProposer(g.apply, 1, 1<<20, 1024, nil)
+	m.writes = newProposer(g.apply, 1, 1<<20, 1024, 0, nil)
 	return m, nil
 }
 
@@ -81,6 +82,36 @@ func (m *MetaReplica) IsLeader() bool { return m.g.isLeader() }
 func (m *MetaReplica) Leader() (id, addr string) {
 	a, i := m.g.raft.LeaderWithID()
 	return string(i), string(a)
+}
+
+// WaitCaughtUp blocks until this replica's meta state is current: the
+// group has a leader and every entry this replica knows to be committed is
+// applied. After a restart the meta state is rebuilt from the log only once
+// a leader is elected, so until then collections and routes look missing;
+// slot leaders wait for this before firing anything.
+func (m *MetaReplica) WaitCaughtUp(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if m.CaughtUp() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// CaughtUp reports whether the meta state is current (see WaitCaughtUp).
+func (m *MetaReplica) CaughtUp() bool {
+	r := m.g.raft
+	if id, _ := m.Leader(); id == "" {
+		return false
+	}
+	commit := r.CommitIndex()
+	return commit > 0 && r.AppliedIndex() >= commit
 }
 
 // Barrier waits until every committed entry is applied locally.

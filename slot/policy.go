@@ -72,7 +72,7 @@ func Decide(res DeliveryResult, p raftfsm.RetryPolicy, triggerTime int64, attemp
 			return Decision{Verdict: VerdictReschedule, Trigger: res.RescheduleAt}
 		}
 		if res.RescheduleIn > 0 {
-			return Decision{Verdict: VerdictReschedule, Trigger: now + res.RescheduleIn.Milliseconds()}
+			return Decision{Verdict: VerdictReschedule, Trigger: now + ceilMs(res.RescheduleIn)}
 		}
 		return Decision{Verdict: VerdictSucceeded}
 	case code == 0 || code == 408 || code == 425 || code == 429 || code >= 500:
@@ -84,7 +84,7 @@ func Decide(res DeliveryResult, p raftfsm.RetryPolicy, triggerTime int64, attemp
 		if res.HasRetryAfter {
 			wait = res.RetryAfter
 		}
-		next := now + wait.Milliseconds()
+		next := now + ceilMs(wait)
 		if p.MaxAgeMs > 0 && next-triggerTime > p.MaxAgeMs {
 			return Decision{Verdict: VerdictFailed, LastError: fmt.Sprintf("%s (gave up: next attempt would pass max_age %s)", msg, raftfsm.Duration(p.MaxAgeMs))}
 		}
@@ -138,4 +138,9 @@ func describe(res DeliveryResult) string {
 		out = out[:512]
 	}
 	return out
+}
+
+// ceilMs rounds up to whole milliseconds: a wait is never cut short.
+func ceilMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/timemachine-db/timemachine/raftfsm"
 )
@@ -33,13 +35,21 @@ type proposer struct {
 	maxBytes int
 	maxCmds  int
 	extra    func() [][]byte // commands appended to every entry (may be nil)
+	// linger is how long a worker waits for more proposals once it holds
+	// one, when the previous entry carried more than one proposal (a sign
+	// of concurrent load). Each raft entry costs a bolt commit — two
+	// fdatasyncs and ~140 µs of CPU here — so under load a short wait buys
+	// far more throughput than it costs latency; a lone writer never waits.
+	linger   time.Duration
+	lastSize atomic.Int32
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
 
-func newProposer(apply applyFunc, workers, maxBytes, maxCmds int, extra func() [][]byte) *proposer {
+func newProposer(apply applyFunc, workers, maxBytes, maxCmds int, linger time.Duration, extra func() [][]byte) *proposer {
 	p := &proposer{
 		apply:    apply,
+		linger:   linger,
 		ch:       make(chan *proposal, 8192),
 		maxBytes: maxBytes,
 		maxCmds:  maxCmds,
@@ -94,6 +104,12 @@ func (p *proposer) loop() {
 		case first := <-p.ch:
 			batch = append(batch[:0], first)
 			size, n := first.size, len(first.cmds)
+			var deadline <-chan time.Time
+			if p.linger > 0 && p.lastSize.Load() > 1 {
+				t := time.NewTimer(p.linger)
+				deadline = t.C
+				defer t.Stop()
+			}
 		fill:
 			for size < p.maxBytes && n < p.maxCmds {
 				select {
@@ -101,10 +117,24 @@ func (p *proposer) loop() {
 					batch = append(batch, q)
 					size += q.size
 					n += len(q.cmds)
+					continue
 				default:
+				}
+				if deadline == nil {
+					break
+				}
+				select {
+				case q := <-p.ch:
+					batch = append(batch, q)
+					size += q.size
+					n += len(q.cmds)
+				case <-deadline:
+					break fill
+				case <-p.stop:
 					break fill
 				}
 			}
+			p.lastSize.Store(int32(len(batch)))
 			p.flush(batch)
 		}
 	}

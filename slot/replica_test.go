@@ -48,11 +48,12 @@ func (f *fakeDeliverer) times(id string) []time.Time {
 }
 
 type testSlot struct {
-	r    *Replica
-	db   *storage.DB
-	mux  *mux.Mux
-	dir  string
-	meta *raftfsm.MetaFSM
+	r     *Replica
+	db    *storage.DB
+	logDB *storage.RaftLogDB
+	mux   *mux.Mux
+	dir   string
+	meta  *raftfsm.MetaFSM
 }
 
 func openTestSlot(t *testing.T, dir string, d Deliverer) *testSlot {
@@ -71,8 +72,12 @@ func openTestSlot(t *testing.T, dir string, d Deliverer) *testSlot {
 		t.Fatal(err)
 	}
 	meta := raftfsm.NewMetaFSM()
+	logDB, err := storage.OpenRaftLogDB(filepath.Join(dir, "raft.db"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := Open(Config{
-		Slot: 0, NodeID: "n1", Dir: filepath.Join(dir, "raft"), DB: db, Stream: sl,
+		Slot: 0, NodeID: "n1", Dir: filepath.Join(dir, "raft"), LogDB: logDB, DB: db, Stream: sl,
 		Meta: meta.State, Deliverer: d, Logger: log,
 		Timing: Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond},
 	})
@@ -82,7 +87,7 @@ func openTestSlot(t *testing.T, dir string, d Deliverer) *testSlot {
 	if err := r.Bootstrap([]raft.Server{{ID: "n1", Address: raft.ServerAddress(m.Addr().String())}}); err != nil {
 		t.Fatal(err)
 	}
-	ts := &testSlot{r: r, db: db, mux: m, dir: dir, meta: meta}
+	ts := &testSlot{r: r, db: db, logDB: logDB, mux: m, dir: dir, meta: meta}
 	waitFor(t, 10*time.Second, "slot leader", r.IsLeader)
 	return ts
 }
@@ -93,6 +98,9 @@ func (ts *testSlot) close(t *testing.T) {
 		t.Error(err)
 	}
 	_ = ts.mux.Close()
+	if err := ts.logDB.Close(); err != nil {
+		t.Error(err)
+	}
 	if err := ts.db.Close(); err != nil {
 		t.Error(err)
 	}
@@ -198,4 +206,24 @@ func TestRestartKeepsJobs(t *testing.T) {
 			t.Fatalf("k%d: %v", i, got)
 		}
 	}
+}
+
+// A job whose collection this node's meta state does not know yet (it is
+// still being replayed after a restart) must not be forgotten: it fires
+// once the collection appears.
+func TestUnknownCollectionIsNotForgotten(t *testing.T) {
+	d := newFakeDeliverer()
+	ts := openTestSlot(t, t.TempDir(), d)
+	defer ts.close(t)
+	spec := raftfsm.JobSpec{TriggerTime: time.Now().UnixMilli(), CallbackURL: "http://x/", Hash: 1}
+	if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "late", ID: "j", Spec: spec, Now: 1}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-d.ch:
+		t.Fatalf("%s fired while its collection was unknown", id)
+	case <-time.After(300 * time.Millisecond):
+	}
+	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(&raftfsm.PutCollection{C: raftfsm.Collection{Name: "late"}, Now: 1})})
+	waitFor(t, 10*time.Second, "the job to fire once its collection is known", func() bool { return len(d.times("j")) == 1 })
 }

@@ -164,40 +164,34 @@ func (s *scheduler) run(ctx context.Context) {
 			s.log.Error("scheduler: reading the due index failed; retrying", "slot", s.r.slot, "error", err)
 		}
 		now = s.now()
-		for len(s.heap) > 0 && s.heap[0].e.Due <= now && !s.stopping.Load() {
-			select {
-			case s.sem <- struct{}{}:
-				s.dispatch(ctx, heap.Pop(&s.heap).(*item))
-				continue
-			default:
-			}
-			break
-		}
-		wait := s.nextWake(now)
-		timer.Reset(wait)
+		s.dispatchDue(ctx, now, nil)
+		// With a due job waiting for a free callback slot, the loop sleeps
+		// on the pool (and on new events), not on the clock.
 		var sem chan struct{}
-		if len(s.heap) > 0 && s.heap[0].e.Due <= now && !s.stopping.Load() {
-			sem = s.sem // pool full: also wake when a slot frees
+		blocked := len(s.heap) > 0 && s.heap[0].e.Due <= now
+		if blocked && !s.stopping.Load() {
+			sem = s.sem
 		}
+		timer.Reset(s.nextWake(now, blocked))
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
 		case <-timer.C:
 		case sem <- struct{}{}:
-			s.dispatch(ctx, heap.Pop(&s.heap).(*item))
+			s.dispatchDue(ctx, s.now(), heap.Pop(&s.heap).(*item))
 		}
 	}
 }
 
 // nextWake is how long the loop may sleep: until the earliest loaded job is
 // due, or until the loaded window needs extending.
-func (s *scheduler) nextWake(now int64) time.Duration {
+func (s *scheduler) nextWake(now int64, blocked bool) time.Duration {
 	next := s.cursorTime - s.window/2
 	if s.cursorLimited {
 		next = now + 50
 	}
-	if len(s.heap) > 0 && s.heap[0].e.Due < next {
+	if !blocked && len(s.heap) > 0 && s.heap[0].e.Due < next {
 		next = s.heap[0].e.Due
 	}
 	d := time.UnixMilli(next).Sub(s.r.cfg.Clock())
@@ -317,18 +311,79 @@ func (s *scheduler) load(now int64) error {
 	return nil
 }
 
+// retryLaterPause is how long a job that could not be delivered for now
+// (its collection unknown or being deleted) waits before another look.
+const retryLaterPause = 2 * time.Second
+
+// maxRound bounds the jobs dispatched (and read) together.
+const maxRound = 256
+
+// dispatchDue dispatches due jobs while callback slots are free: first
+// (already holding its slot) and as many more as the pool allows. The
+// records of the whole round are read with one iterator, right before the
+// callbacks start.
+func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
+	for {
+		round := make([]*item, 0, 16)
+		if first != nil {
+			round = append(round, first)
+			first = nil
+		}
+		for len(round) < maxRound && len(s.heap) > 0 && s.heap[0].e.Due <= now && !s.stopping.Load() {
+			select {
+			case s.sem <- struct{}{}:
+				round = append(round, heap.Pop(&s.heap).(*item))
+				continue
+			default:
+			}
+			break
+		}
+		if len(round) == 0 {
+			return
+		}
+		refs := make([]storage.DueEntry, len(round))
+		for i, it := range round {
+			refs[i] = it.e
+		}
+		jobs, err := raftfsm.GetJobs(s.r.db, s.r.slot, refs)
+		if err != nil {
+			s.log.Error("scheduler: reading due jobs failed; they will be retried", "slot", s.r.slot, "error", err)
+			for _, it := range round {
+				<-s.sem
+				it.inflight = true
+				s.finish(it.key, true)
+			}
+			return
+		}
+		for i, it := range round {
+			s.dispatch(ctx, it, jobs[i])
+		}
+		if len(round) < maxRound {
+			return
+		}
+	}
+}
+
 // dispatch fires one job on its own goroutine; the caller holds a pool
 // slot, released as soon as the callback returns. The goroutine lives until
 // the outcome is committed, so a graceful stop can wait for it.
-func (s *scheduler) dispatch(ctx context.Context, it *item) {
+func (s *scheduler) dispatch(ctx context.Context, it *item, j *raftfsm.Job) {
 	it.inflight = true
 	s.fires.Add(1)
 	go func() {
 		defer s.fires.Done()
-		cmd := s.r.fire(ctx, it.e)
+		cmd := s.r.fire(ctx, it.e, j)
 		<-s.sem
 		if cmd == nil {
 			s.done(it.key)
+			return
+		}
+		if len(cmd) == 0 { // retryLater
+			select {
+			case <-ctx.Done():
+			case <-time.After(retryLaterPause):
+			}
+			s.finish(it.key, true)
 			return
 		}
 		s.commit(ctx, it.key, cmd)

@@ -285,6 +285,12 @@ func (i *Iter) First() bool { return i.it.First() }
 // SeekGE moves to the first key >= key.
 func (i *Iter) SeekGE(key []byte) bool { return i.it.SeekGE(key) }
 
+// SeekPrefixGE moves to key if it exists, using the bloom filters to skip
+// levels that cannot hold it; the iterator is then valid only while it
+// stays on key. It is the fast way to test many keys for existence with one
+// iterator.
+func (i *Iter) SeekPrefixGE(key []byte) bool { return i.it.SeekPrefixGE(key) }
+
 // Last moves to the last key in bounds.
 func (i *Iter) Last() bool { return i.it.Last() }
 

@@ -13,7 +13,7 @@ import (
 //	0x01 slot(2) 0x01 name                               slot metadata (applied index, offset, ...)
 //	0x01 slot(2) 0x10 len(coll) coll id                  job record
 //	0x01 slot(2) 0x20 due(8) len(coll) coll id           due index: scheduled jobs by next fire time
-//	0x01 slot(2) 0x30 len(coll) coll trigger(8) id       list index: every job of a collection by trigger time
+//	0x01 slot(2) 0x30 len(coll) coll trigger(8) id       list index: every job of a collection by trigger time (empty value)
 //	0x01 slot(2) 0x40 len(coll) coll finished(8) id      finished index: retention cleanup
 //
 // Times are unix milliseconds encoded big-endian with the sign bit flipped,

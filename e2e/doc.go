@@ -1,0 +1,13 @@
+// Package e2e holds the end-to-end tests of timemachine: the real binary run
+// as child processes on loopback ports, a webhook receiver in the test
+// process, kill -9 and restart. The package has no code of its own; the
+// harness and the tests are in its _test.go files.
+//
+// The binary is $TIMEMACHINE_BIN when set (the Makefile sets it to the
+// absolute path of bin/timemachine after building it); otherwise the tests
+// build ./cmd/timemachine once per `go test` run into a temporary
+// directory.
+//
+//	make test-e2e
+//	go test -count=1 ./e2e/
+package e2e
