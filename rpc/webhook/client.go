@@ -160,6 +160,29 @@ type Client struct {
 	userAgent   string
 	closed      atomic.Bool
 	bodyBufs    sync.Pool // *[]byte, scratch for response bodies
+	// goodURLs remembers URLs that passed checkURL: a deployment fires at
+	// a handful of receivers, and parsing the same URL 20,000 times a
+	// second was 5% of the fire path's CPU.
+	goodURLs  sync.Map // string → struct{}
+	goodCount atomic.Int32
+}
+
+// maxGoodURLs bounds the validated-URL cache; past it the cache starts over.
+const maxGoodURLs = 4096
+
+func (c *Client) validURL(u string) error {
+	if _, ok := c.goodURLs.Load(u); ok {
+		return nil
+	}
+	if err := checkURL(u); err != nil {
+		return err
+	}
+	if c.goodCount.Add(1) > maxGoodURLs {
+		c.goodURLs.Clear()
+		c.goodCount.Store(1)
+	}
+	c.goodURLs.Store(u, struct{}{})
+	return nil
 }
 
 // New returns a Client.
@@ -372,7 +395,7 @@ func abandoned(ctx context.Context, start time.Time) Result {
 }
 
 func (c *Client) buildRequest(req *fasthttp.Request, r *Request, now time.Time) error {
-	if err := checkURL(r.URL); err != nil {
+	if err := c.validURL(r.URL); err != nil {
 		return err
 	}
 	// Send header names exactly as written (webhook-id stays lower-case,
