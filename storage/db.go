@@ -40,7 +40,7 @@ func Open(dir string, o Options) (*DB, error) {
 		o.CacheBytes = 128 << 20
 	}
 	if o.MemTableBytes == 0 {
-		o.MemTableBytes = 32 << 20
+		o.MemTableBytes = 64 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -67,7 +67,7 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	// Job records are small and repetitive (same URL, same collection):
 	// zstd on the lower levels is what keeps a pending job near 100 bytes.
-	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionBalanced })
+	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionFastest })
 	pdb, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("open storage at %s: %w (if the files are corrupt, stop the node, move the data directory aside and restore it from a replica or a backup)", dir, err)
