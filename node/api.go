@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -43,46 +44,15 @@ func apiErr(err error) error {
 	return httpapi.Internal("%v", err)
 }
 
-func (n *Node) slotCount() int { return n.id.SlotCount }
+// slotCount is the cluster's slot count.
+func (n *Node) slotCount() int {
+	if st := n.meta.State(); st.Formed() {
+		return st.SlotCount
+	}
+	return n.id.SlotCount
+}
 
 func (n *Node) slotOf(coll, id string) int { return dht.SlotOf(coll, id, n.slotCount()) }
-
-// replica returns the local replica of a slot.
-func (n *Node) replica(s int) *slot.Replica {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	if s < 0 || s >= len(n.slots) {
-		return nil
-	}
-	return n.slots[s]
-}
-
-// leaderOf returns the local replica of a slot if it leads the slot.
-func (n *Node) leaderOf(s int) (*slot.Replica, error) {
-	r := n.replica(s)
-	if r == nil || !r.IsLeader() {
-		return nil, slot.ErrNotLeader
-	}
-	return r, nil
-}
-
-// proposeSlot commits commands on a slot's leader.
-func (n *Node) proposeSlot(ctx context.Context, s int, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
-	r, err := n.leaderOf(s)
-	if err != nil {
-		return nil, err
-	}
-	return r.Propose(ctx, cmds...)
-}
-
-// proposeMeta commits commands on the meta leader.
-func (n *Node) proposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
-	return n.meta.Propose(ctx, cmds...)
-}
-
-// readSlot returns a replica to read a slot from: its leader, so a read
-// sees every acknowledged write.
-func (n *Node) readSlot(s int) (*slot.Replica, error) { return n.leaderOf(s) }
 
 func (n *Node) now() int64 { return n.cfg.Clock().UnixMilli() }
 
@@ -192,11 +162,7 @@ func (n *Node) GetJob(ctx context.Context, coll, id string) (*raftfsm.Job, error
 	if _, ok := n.meta.State().Collection(coll); !ok {
 		return nil, httpapi.NotFound("collection %q does not exist", coll)
 	}
-	r, err := n.readSlot(n.slotOf(coll, id))
-	if err != nil {
-		return nil, apiErr(err)
-	}
-	j, ok, err := r.Get(coll, id)
+	j, ok, err := n.getJob(ctx, n.slotOf(coll, id), coll, id)
 	if err != nil {
 		return nil, apiErr(err)
 	}
@@ -236,12 +202,7 @@ func (n *Node) ListJobs(ctx context.Context, q raftfsm.ListQuery) ([]*raftfsm.Jo
 		wg.Add(1)
 		go func(s int) {
 			defer wg.Done()
-			r, err := n.readSlot(s)
-			if err != nil {
-				errs[s] = err
-				return
-			}
-			pages[s], errs[s] = r.List(q)
+			pages[s], errs[s] = n.listSlot(ctx, s, q)
 		}(s)
 	}
 	wg.Wait()
@@ -367,7 +328,14 @@ func (n *Node) finishDeletion(ctx context.Context, name string) error {
 func (n *Node) resumeDeletions() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := n.WaitReady(ctx); err != nil {
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := n.WaitReady(ctx); err != nil || !n.meta.IsLeader() {
 		return
 	}
 	for _, c := range n.meta.State().CollectionList() {
@@ -417,49 +385,88 @@ func (n *Node) DeleteRoute(ctx context.Context, name string) error {
 	return nil
 }
 
-// Cluster implements httpapi.Backend.
+// Cluster implements httpapi.Backend: the node table and slot table from
+// the meta state, and who leads what and which replicas are healthy from
+// what every node reports right now.
 func (n *Node) Cluster(ctx context.Context) (*httpapi.ClusterInfo, error) {
-	info := &httpapi.ClusterInfo{SlotCount: n.slotCount(), ReplicationFactor: 1, Self: n.id.NodeID}
+	st := n.meta.State()
+	view := n.cachedView(ctx, 500*time.Millisecond)
+	info := &httpapi.ClusterInfo{SlotCount: n.slotCount(), Self: n.id.NodeID, Nodes: []httpapi.NodeInfo{}, Slots: []httpapi.SlotInfo{}}
 	info.MetaLeader, _ = n.meta.Leader()
-	led, hosted := 0, 0
+	elig := n.eligible(st)
+	info.ReplicationFactor = dht.EffectiveRF(st.ReplicationFactor, len(elig))
+	if !st.Formed() {
+		info.ReplicationFactor = dht.EffectiveRF(n.cfg.Replicas, 1)
+	}
+	led, hosted := map[string]int{}, map[string]int{}
 	for s := 0; s < n.slotCount(); s++ {
-		si := httpapi.SlotInfo{Slot: s, State: "no_leader", Replicas: []string{}}
-		if r := n.replica(s); r != nil {
-			st := r.Stats()
-			hosted++
-			si.Leader, si.Replicas, si.Pending = st.Leader, append(st.Voters, st.Nonvoters...), st.Pending
-			if si.Replicas == nil {
-				si.Replicas = []string{}
+		si := httpapi.SlotInfo{Slot: s, Replicas: []string{}, State: "no_leader"}
+		if s < len(st.Slots) {
+			si.Replicas = append(si.Replicas, st.Slots[s].Replicas...)
+		}
+		si.Leader = view.leaderOf(s)
+		if si.Leader != "" {
+			led[si.Leader]++
+			si.State = "healthy"
+			ls, _ := view.replica(si.Leader, s)
+			si.Pending = ls.Pending
+			switch {
+			case !sameSet(ls.Voters, si.Replicas):
+				si.State = "moving" // membership is changing toward the placement
+			default:
+				for _, id := range si.Replicas {
+					fs, ok := view.replica(id, s)
+					if !ok || (id != si.Leader && !slot.CaughtUp(ls.GroupStatus, fs.GroupStatus)) {
+						si.State = "degraded" // a replica is down or behind
+					}
+				}
 			}
-			if st.Leader != "" {
-				si.State = "healthy"
-			}
-			if st.Leader == n.id.NodeID {
-				led++
-			}
+		}
+		for _, id := range si.Replicas {
+			hosted[id]++
 		}
 		info.Slots = append(info.Slots, si)
 	}
-	info.Nodes = []httpapi.NodeInfo{{ID: n.id.NodeID, HTTPAddr: n.HTTPAddr(), BindAddr: n.mux.Addr().String(), Status: "alive", SlotsLed: led, Replicas: hosted}}
+	nodes := st.NodeList()
+	if len(nodes) == 0 {
+		nodes = []*raftfsm.Node{{ID: n.id.NodeID, HTTPAddr: n.HTTPAddr(), BindAddr: n.BindAddr(), Status: raftfsm.NodeAlive}}
+	}
+	for _, nd := range nodes {
+		status := string(nd.Status)
+		if _, ok := view.nodes[nd.ID]; !ok && nd.Status == raftfsm.NodeAlive {
+			status = "unreachable"
+		}
+		info.Nodes = append(info.Nodes, httpapi.NodeInfo{ID: nd.ID, HTTPAddr: nd.HTTPAddr, BindAddr: nd.BindAddr, Status: status,
+			SlotsLed: led[nd.ID], Replicas: hosted[nd.ID]})
+	}
 	return info, nil
 }
 
-// Ready implements httpapi.Backend.
+// Ready implements httpapi.Backend: this node is in the cluster (its meta
+// state is current) and every slot has a leader somewhere.
 func (n *Node) Ready() error {
 	if id, _ := n.meta.Leader(); id == "" {
-		return errors.New("the meta group has no leader yet")
+		return errors.New("the meta group has no leader yet (the cluster is forming, or has lost its quorum)")
 	}
 	if !n.meta.CaughtUp() {
-		return errors.New("the meta group's state is still being replayed")
+		return errors.New("this node's copy of the meta state is still catching up")
 	}
+	st := n.meta.State()
+	if !st.Formed() {
+		return errors.New("the cluster has not formed yet")
+	}
+	if _, ok := st.Nodes[n.id.NodeID]; !ok {
+		return errors.New("this node has not been added to the cluster yet")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	view := n.cachedView(ctx, time.Second)
 	var missing []string
-	for s := 0; s < n.slotCount(); s++ {
-		r := n.replica(s)
-		if r == nil {
-			missing = append(missing, fmt.Sprint(s))
+	for s := 0; s < st.SlotCount; s++ {
+		if r := n.replica(s); r != nil && r.IsLeader() {
 			continue
 		}
-		if id, _ := r.Leader(); id == "" {
+		if view.leaderOf(s) == "" {
 			missing = append(missing, fmt.Sprint(s))
 		}
 	}
@@ -469,15 +476,80 @@ func (n *Node) Ready() error {
 	return nil
 }
 
-// Rebalance implements httpapi.Backend. One node holds every slot: there
-// is nothing to move.
+// Rebalance implements httpapi.Backend: the fewest replica moves that make
+// replica and leader counts even, committed as the new placement (the slot
+// leaders then carry them out one membership step at a time).
 func (n *Node) Rebalance(ctx context.Context, dryRun bool) ([]httpapi.Move, error) {
-	return []httpapi.Move{}, nil
+	st := n.meta.State()
+	if !st.Formed() {
+		return nil, httpapi.Unavailable(retrySoon, "the cluster has not formed yet")
+	}
+	elig := n.eligible(st)
+	desired := dht.Rebalance(assignments(st), st.SlotCount, elig, st.ReplicationFactor)
+	moves := []httpapi.Move{}
+	for _, m := range dht.Diff(assignments(st), desired) {
+		moves = append(moves, httpapi.Move{Slot: m.Slot, From: m.From, To: m.To, Kind: "replica"})
+	}
+	if dryRun {
+		return moves, nil
+	}
+	var ups []raftfsm.SlotUpdate
+	for _, a := range desired {
+		cur := st.Slots[a.Slot]
+		if !sameReplicas(cur.Replicas, a.Replicas) {
+			ups = append(ups, raftfsm.SlotUpdate{Slot: a.Slot, Replicas: a.Replicas, ExpectEpoch: cur.Epoch})
+		}
+	}
+	if len(ups) > 0 {
+		res, err := n.proposeMeta(ctx, &raftfsm.SetSlots{Updates: ups})
+		if err != nil {
+			return nil, apiErr(err)
+		}
+		if res[0].Code == raftfsm.Stale {
+			return nil, httpapi.Conflict("the placement changed while the rebalance was planned; run it again")
+		}
+	}
+	return moves, nil
 }
 
-// Compact implements httpapi.Backend: snapshot every local replica (which
-// truncates its raft log), then compact the whole Pebble keyspace.
+// Compact implements httpapi.Backend: every node snapshots its replicas
+// (truncating raft logs) and compacts its storage.
 func (n *Node) Compact(ctx context.Context) ([]httpapi.CompactResult, error) {
+	st := n.meta.State()
+	ids := []string{n.id.NodeID}
+	for _, nd := range st.NodeList() {
+		if nd.ID != n.id.NodeID && nd.Status == raftfsm.NodeAlive {
+			ids = append(ids, nd.ID)
+		}
+	}
+	out := make([]httpapi.CompactResult, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func(i int, id string) {
+			defer wg.Done()
+			if id == n.id.NodeID {
+				out[i] = n.compactLocal(ctx)
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			body, err := n.rpc.Call(cctx, n.addrOf(id), mCompact, nil)
+			if err == nil {
+				err = json.Unmarshal(body, &out[i])
+			}
+			if err != nil {
+				out[i] = httpapi.CompactResult{Node: id, Error: err.Error()}
+			}
+		}(i, id)
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// compactLocal snapshots every local replica (which truncates its raft
+// log), then compacts the whole Pebble keyspace.
+func (n *Node) compactLocal(ctx context.Context) httpapi.CompactResult {
 	start := time.Now()
 	res := httpapi.CompactResult{Node: n.id.NodeID, OK: true}
 	var errs []error
@@ -496,39 +568,87 @@ func (n *Node) Compact(ctx context.Context) ([]httpapi.CompactResult, error) {
 	}
 	res.Took = time.Since(start)
 	res.TookMs = res.Took.Milliseconds()
-	return []httpapi.CompactResult{res}, nil
+	return res
 }
 
-func (n *Node) knownNode(id string) error {
-	if id != n.id.NodeID {
-		return httpapi.NotFound("node %q is not a member of this cluster", id)
+func (n *Node) knownNode(id string) (*raftfsm.Node, error) {
+	nd, ok := n.meta.State().Nodes[id]
+	if !ok {
+		return nil, httpapi.NotFound("node %q is not a member of this cluster (see GET /v1/cluster)", id)
 	}
-	return nil
+	return nd, nil
 }
 
-// TransferSlot implements httpapi.Backend.
+// TransferSlot implements httpapi.Backend: ask the slot's leader to hand
+// leadership to a voter on node `to`.
 func (n *Node) TransferSlot(ctx context.Context, s int, to string) error {
 	if s < 0 || s >= n.slotCount() {
 		return httpapi.NotFound("slot %d does not exist (slots are 0..%d)", s, n.slotCount()-1)
 	}
-	if err := n.knownNode(to); err != nil {
+	if _, err := n.knownNode(to); err != nil {
 		return err
 	}
-	return nil // the only node already leads every slot
+	st := n.meta.State()
+	if s < len(st.Slots) && !st.Slots[s].Has(to) {
+		return httpapi.Invalid("node %q holds no replica of slot %d (its replicas: %s)", to, s, strings.Join(st.Slots[s].Replicas, ", "))
+	}
+	view := n.refreshView(ctx)
+	cur := view.leaderOf(s)
+	if cur == to {
+		return nil
+	}
+	if cur == "" {
+		return httpapi.Unavailable(retrySoon, "slot %d has no leader right now", s)
+	}
+	body, _ := json.Marshal(transferReq{Slot: s, To: to, Addr: n.addrOf(to)})
+	if _, err := n.rpc.Call(ctx, n.addrOf(cur), mTransfer, body); err != nil {
+		return apiErr(fmt.Errorf("transfer slot %d from %s to %s: %w", s, cur, to, localErr(err)))
+	}
+	return nil
 }
 
-// DrainNode implements httpapi.Backend.
+// DrainNode implements httpapi.Backend: mark the node draining; the
+// controller then moves its replicas and leaderships to other nodes.
 func (n *Node) DrainNode(ctx context.Context, id string) error {
-	if err := n.knownNode(id); err != nil {
+	nd, err := n.knownNode(id)
+	if err != nil {
 		return err
 	}
-	return httpapi.Invalid("node %q is the only node of the cluster: there is nowhere to move its slots", id)
+	if len(n.eligible(n.meta.State())) <= 1 {
+		return httpapi.Invalid("node %q is the only node of the cluster: there is nowhere to move its slots", id)
+	}
+	x := *nd
+	x.Status = raftfsm.NodeDraining
+	if _, err := n.proposeMeta(ctx, &raftfsm.UpsertNode{N: x, Now: n.now()}); err != nil {
+		return apiErr(err)
+	}
+	return nil
 }
 
-// RemoveNode implements httpapi.Backend.
+// RemoveNode implements httpapi.Backend: forget a node that holds no
+// replicas any more (drained, or dead and replaced).
 func (n *Node) RemoveNode(ctx context.Context, id string) error {
-	if err := n.knownNode(id); err != nil {
+	if _, err := n.knownNode(id); err != nil {
 		return err
 	}
-	return httpapi.Invalid("node %q is the only node of the cluster and cannot be removed", id)
+	st := n.meta.State()
+	var held []string
+	for s, e := range st.Slots {
+		if e.Has(id) {
+			held = append(held, fmt.Sprint(s))
+		}
+	}
+	if len(held) > 0 {
+		return httpapi.Conflict("node %q still holds replicas of slots %s; drain it first (POST /v1/admin/nodes/%s/drain) or wait until a dead node's replicas are re-created", id, strings.Join(held, ","), id)
+	}
+	if id == n.id.NodeID && len(st.Nodes) == 1 {
+		return httpapi.Invalid("node %q is the only node of the cluster and cannot be removed", id)
+	}
+	if _, err := n.proposeMeta(ctx, &raftfsm.RemoveNode{ID: id}); err != nil {
+		return apiErr(err)
+	}
+	if n.serf != nil {
+		_ = n.serf.RemoveFailedNode(id)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,6 +45,15 @@ type Config struct {
 	Clock func() time.Time
 	// MaintenanceInterval paces retention cleanup (default 30s).
 	MaintenanceInterval time.Duration
+	// FailureGrace is how long a failed node keeps its replicas before they
+	// are re-created on other nodes (default 30s).
+	FailureGrace time.Duration
+	// FastGossip uses memberlist's local-network timings (tests).
+	FastGossip bool
+	// MuxDialer and PeerDialer replace the TCP dials of the raft transports
+	// and of node-to-node RPC (fault-injection tests).
+	MuxDialer  func(addr string, proto byte, group uint16, timeout time.Duration) (net.Conn, error)
+	PeerDialer func(addr string, timeout time.Duration) (net.Conn, error)
 	// PprofAddr, when set, serves net/http/pprof there (profiling).
 	PprofAddr string
 	// Version is reported by /v1/cluster.
@@ -87,6 +97,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMetaBytes <= 0 {
 		c.MaxMetaBytes = 64 << 10
+	}
+	if c.FailureGrace <= 0 {
+		c.FailureGrace = 30 * time.Second
 	}
 }
 

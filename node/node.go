@@ -13,10 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/rpc/mux"
+	"github.com/timemachine-db/timemachine/rpc/peer"
 	"github.com/timemachine-db/timemachine/rpc/webhook"
 	"github.com/timemachine-db/timemachine/slot"
 	"github.com/timemachine-db/timemachine/storage"
@@ -29,17 +30,35 @@ type Node struct {
 	log  *slog.Logger
 	lock *os.File
 
-	db      *storage.DB
-	logDB   *storage.RaftLogDB
-	mux     *mux.Mux
-	meta    *slot.MetaReplica
-	mu      sync.RWMutex
-	slots   []*slot.Replica // by slot number; nil where this node holds no replica
-	webhook *webhook.Client
-	metrics *metrics
-	api     *httpapi.Server
-	httpLn  net.Listener
+	db     *storage.DB
+	logDB  *storage.RaftLogDB
+	mux    *mux.Mux
+	rpcSrv *peer.Server
+	rpc    *peer.Client
+	meta   *slot.MetaReplica
+	serf   *serf.Serf
 
+	serfEvents chan serf.Event
+	kick       chan struct{} // wakes the reconciler
+	ctrlKick   chan struct{} // wakes the controller
+
+	mu    sync.RWMutex
+	slots map[int]*slot.Replica // the slot replicas hosted here
+
+	hintMu sync.Mutex
+	hints  map[int]string // slot → last known leader id
+
+	view clusterView // what every node reported, refreshed in the background
+
+	fireSlots chan struct{}
+	dlv       *deliverer
+	webhook   *webhook.Client
+	metrics   *metrics
+	api       *httpapi.Server
+	httpLn    net.Listener
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
 	fatal     chan error
 	fatalOnce sync.Once
 	closeOnce sync.Once
@@ -47,19 +66,23 @@ type Node struct {
 }
 
 // Start opens the data directory and starts every part of the node. It
-// returns once the node serves HTTP; slots elect their leaders right after.
+// returns once the node serves HTTP; the cluster forms (or the node
+// rejoins it) and slots elect their leaders right after.
 func Start(cfg Config) (_ *Node, err error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.BootstrapExpect > 1 || len(cfg.Join) > 0 {
-		return nil, errors.New("--join and --bootstrap-expect > 1 form multi-node clusters, which this build does not support yet; run a single node")
+	n := &Node{
+		cfg: cfg, log: cfg.Logger,
+		fatal: make(chan error, 1), serveDone: make(chan struct{}), stop: make(chan struct{}),
+		serfEvents: make(chan serf.Event, 256), kick: make(chan struct{}, 1), ctrlKick: make(chan struct{}, 1),
+		slots: map[int]*slot.Replica{}, hints: map[int]string{},
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fatal: make(chan error, 1), serveDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			n.closeParts()
+			close(n.stop)
+			n.closeParts(false)
 		}
 	}()
 	if n.lock, err = lockDataDir(cfg.DataDir); err != nil {
@@ -69,7 +92,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.log = n.log.With("node", n.id.NodeID)
-	n.log.Info("starting", "data_dir", cfg.DataDir, "slots", n.id.SlotCount, "http_addr", cfg.HTTPAddr, "bind_addr", cfg.BindAddr)
+	n.log.Info("starting", "data_dir", cfg.DataDir, "http_addr", cfg.HTTPAddr, "bind_addr", cfg.BindAddr, "serf_addr", cfg.SerfAddr)
 
 	if n.db, err = storage.Open(filepath.Join(cfg.DataDir, "pebble"), storage.Options{CacheBytes: cfg.CacheBytes, Logger: n.log}); err != nil {
 		return nil, err
@@ -83,47 +106,32 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.mux, err = mux.Listen(cfg.BindAddr, n.log); err != nil {
 		return nil, err
 	}
-	self := raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(n.id.NodeID), Address: raft.ServerAddress(n.mux.Addr().String())}
+	rpcLn, err := n.mux.Listen(mux.ProtoRPC, 0)
+	if err != nil {
+		return nil, err
+	}
+	n.rpcSrv = peer.NewServer(rpcLn, n.handleRPC, n.log)
+	go func() { _ = n.rpcSrv.Serve() }()
+	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
 
 	metaStream, err := n.mux.StreamLayer(mux.MetaGroup, nil)
 	if err != nil {
 		return nil, err
 	}
+	metaStream.Dialer = cfg.MuxDialer
 	if n.meta, err = slot.OpenMeta(slot.MetaConfig{
 		NodeID: n.id.NodeID, Dir: filepath.Join(cfg.DataDir, "raft", "meta"), Stream: metaStream,
 		Logger: n.log, RaftLogLevel: cfg.RaftLogLevel, Timing: cfg.Timing,
+		OnLeader: n.runController,
+		OnChange: func(*raftfsm.MetaState) { n.kickReconcile() },
 	}); err != nil {
-		return nil, err
-	}
-	if err := n.meta.Bootstrap([]raft.Server{self}); err != nil {
 		return nil, err
 	}
 
 	n.webhook = webhook.New(webhook.Options{})
 	n.metrics = newMetrics(n)
-	dlv := newDeliverer(n.webhook)
-	fireSlots := make(chan struct{}, cfg.FireConcurrency)
-	n.slots = make([]*slot.Replica, n.id.SlotCount)
-	for s := 0; s < n.id.SlotCount; s++ {
-		stream, err := n.mux.StreamLayer(uint16(s), nil)
-		if err != nil {
-			return nil, err
-		}
-		r, err := slot.Open(slot.Config{
-			Slot: s, NodeID: n.id.NodeID, Dir: filepath.Join(cfg.DataDir, "raft", fmt.Sprintf("slot-%04d", s)),
-			LogDB: n.logDB, DB: n.db, Stream: stream, Meta: n.meta.State, Deliverer: dlv, Metrics: n.metrics,
-			Logger: n.log, RaftLogLevel: cfg.RaftLogLevel, Clock: cfg.Clock, Timing: cfg.Timing,
-			FireSlots: fireSlots, MaintenanceInterval: cfg.MaintenanceInterval, OnFatal: n.onFatal,
-			MetaReady: n.meta.WaitCaughtUp,
-		})
-		if err != nil {
-			return nil, err
-		}
-		n.slots[s] = r
-		if err := r.Bootstrap([]raft.Server{self}); err != nil {
-			return nil, err
-		}
-	}
+	n.dlv = newDeliverer(n.webhook)
+	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
 
 	n.api = httpapi.New(n, httpapi.Options{
 		Clock:          cfg.Clock,
@@ -139,13 +147,24 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("listen on http address %s: %w", cfg.HTTPAddr, err)
 	}
+	if err := n.startSerf(n.httpLn.Addr().String(), n.mux.Addr().String()); err != nil {
+		return nil, err
+	}
+
+	// Replicas this node already holds start at once, in parallel with the
+	// meta group's election, instead of waiting for the meta state.
+	n.openExisting()
+	n.goLoop(n.bootstrapLoop)
+	n.goLoop(n.reconcileLoop)
+	n.goLoop(n.viewLoop)
+	n.goLoop(n.serfEventLoop)
 	go func() {
 		defer close(n.serveDone)
 		if err := n.api.Serve(n.httpLn); err != nil {
 			n.log.Error("http server stopped", "error", err)
 		}
 	}()
-	go n.resumeDeletions()
+	n.goLoop(n.resumeDeletions)
 	if cfg.PprofAddr != "" {
 		go func() {
 			n.log.Info("serving pprof", "addr", cfg.PprofAddr)
@@ -159,11 +178,22 @@ func Start(cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
+func (n *Node) goLoop(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
 // ID is the node's id.
 func (n *Node) ID() string { return n.id.NodeID }
 
 // HTTPAddr is the address the API listens on.
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
+
+// BindAddr is the internal port's address.
+func (n *Node) BindAddr() string { return n.mux.Addr().String() }
 
 // Fatal delivers a storage failure after which the node must stop.
 func (n *Node) Fatal() <-chan error { return n.fatal }
@@ -172,14 +202,26 @@ func (n *Node) onFatal(err error) {
 	n.fatalOnce.Do(func() { n.fatal <- err })
 }
 
+func (n *Node) kickReconcile() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) kickController() {
+	select {
+	case n.ctrlKick <- struct{}{}:
+	default:
+	}
+}
+
 func (n *Node) localReplicas() []*slot.Replica {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	out := make([]*slot.Replica, 0, len(n.slots))
 	for _, r := range n.slots {
-		if r != nil {
-			out = append(out, r)
-		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -201,9 +243,11 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Close stops the node: the HTTP API stops taking requests, slot leaders
-// finish the callbacks in flight and commit their outcomes, then raft
-// groups, the internal port and storage close in that order.
+// Close stops the node cleanly: the HTTP API stops taking requests, slot
+// and meta leadership is handed to other voters where there are any, slot
+// leaders finish the callbacks in flight and commit their outcomes, the
+// node leaves the gossip, then raft groups, the internal port and storage
+// close in that order.
 func (n *Node) Close() error {
 	var err error
 	n.closeOnce.Do(func() {
@@ -216,30 +260,68 @@ func (n *Node) Close() error {
 			cancel()
 			<-n.serveDone
 		}
-		err = n.closeParts()
+		close(n.stop)
+		if n.meta != nil {
+			n.meta.TransferLeadership(3 * time.Second)
+		}
+		err = n.closeParts(true)
 		n.log.Info("stopped")
 	})
 	return err
 }
 
-func (n *Node) closeParts() error {
+// Kill stops the node abruptly, as a crash would (tests): no leadership
+// hand-off, no graceful leave, callbacks in flight abandoned.
+func (n *Node) Kill() {
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		if n.serf != nil {
+			_ = n.serf.Shutdown()
+		}
+		if n.api != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = n.api.Shutdown(ctx)
+			cancel()
+		}
+		_ = n.closeParts(false)
+	})
+}
+
+func (n *Node) closeParts(graceful bool) error {
 	var errs []error
+	n.wg.Wait()
 	var wg sync.WaitGroup
 	for _, r := range n.localReplicas() {
 		wg.Add(1)
 		go func(r *slot.Replica) {
 			defer wg.Done()
-			r.TransferLeadership(3 * time.Second)
+			if graceful {
+				r.TransferLeadership(3 * time.Second)
+			}
 			if err := r.Close(); err != nil {
 				n.log.Warn("closing slot replica", "error", err)
 			}
 		}(r)
 	}
 	wg.Wait()
+	if n.serf != nil {
+		if graceful {
+			if err := n.serf.Leave(); err != nil {
+				n.log.Debug("serf leave", "error", err)
+			}
+		}
+		_ = n.serf.Shutdown()
+	}
 	if n.meta != nil {
 		if err := n.meta.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if n.rpcSrv != nil {
+		_ = n.rpcSrv.Close()
+	}
+	if n.rpc != nil {
+		_ = n.rpc.Close()
 	}
 	if n.logDB != nil {
 		if err := n.logDB.Close(); err != nil {

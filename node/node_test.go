@@ -15,11 +15,13 @@ import (
 
 func testConfig(dir string) Config {
 	return Config{
-		DataDir:  dir,
-		HTTPAddr: "127.0.0.1:0",
-		BindAddr: "127.0.0.1:0",
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Slots:    4,
+		DataDir:    dir,
+		HTTPAddr:   "127.0.0.1:0",
+		BindAddr:   "127.0.0.1:0",
+		SerfAddr:   "127.0.0.1:0",
+		FastGossip: true,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Slots:      4,
 		Timing: slot.Timing{HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 			LeaderLeaseTimeout: 100 * time.Millisecond},
 		CacheBytes: 8 << 20,

@@ -28,6 +28,11 @@ const (
 	CmdForgetCollection CmdType = 34
 	CmdPutRoute         CmdType = 35
 	CmdDeleteRoute      CmdType = 36
+	CmdInitCluster      CmdType = 37
+	CmdUpsertNode       CmdType = 38
+	CmdSetSlots         CmdType = 39
+	CmdRemoveNode       CmdType = 40
+	CmdSetRF            CmdType = 41
 )
 
 const v1 = 1
@@ -166,6 +171,18 @@ func decodeOne(b []byte) (Command, error) {
 		c = x
 	case CmdDeleteRoute:
 		c = &DeleteRoute{Name: r.str(maxStr)}
+	case CmdInitCluster:
+		c = r.initCluster()
+	case CmdUpsertNode:
+		x := &UpsertNode{N: r.node()}
+		x.Now = r.varint()
+		c = x
+	case CmdSetSlots:
+		c = r.setSlots()
+	case CmdRemoveNode:
+		c = &RemoveNode{ID: r.str(maxStr)}
+	case CmdSetRF:
+		c = &SetReplicationFactor{RF: int(r.varint())}
 	default:
 		return nil, fmt.Errorf("%w: unknown command type %d", ErrCorrupt, t)
 	}

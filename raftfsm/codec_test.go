@@ -26,6 +26,12 @@ func sampleCommands() []Command {
 		&ForgetCollection{Name: "c"},
 		&PutRoute{R: Route{Name: "r", WebhookURL: "http://x", Headers: map[string]string{"A": "1", "B": "2"}, SigningSecret: "s", TimeoutMs: 5}, Now: 50},
 		&DeleteRoute{Name: "r"},
+		&InitCluster{SlotCount: 2, ReplicationFactor: 3, Nodes: []Node{{ID: "n1", HTTPAddr: "h", BindAddr: "b", SerfAddr: "s", Status: NodeAlive, Since: 1, JoinedAt: 2}},
+			Slots: []SlotEntry{{Replicas: []string{"n1", "n2"}, Epoch: 1}, {Replicas: []string{"n2"}, Epoch: 1}}, Now: 9},
+		&UpsertNode{N: Node{ID: "n2", Status: NodeFailed}, Now: 10},
+		&SetSlots{Updates: []SlotUpdate{{Slot: 1, Replicas: []string{"n3", "n1"}, ExpectEpoch: 4}}},
+		&RemoveNode{ID: "n2"},
+		&SetReplicationFactor{RF: 3},
 	}
 }
 
@@ -126,5 +132,34 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err := DecodeRecord(AppendRecord(nil, &j), &again); err != nil || !reflect.DeepEqual(again, j) {
 			t.Fatalf("record re-encode: %v", err)
 		}
+	})
+}
+
+func TestResultsRoundTrip(t *testing.T) {
+	res := []Result{
+		{Code: Created, Job: &Job{Collection: "c", ID: "a", Version: 1, Status: StatusScheduled, TriggerTime: 5, DueTime: 5, CallbackURL: "http://x", Meta: []byte(`{}`)}},
+		{Code: Stale},
+		{Code: OK, More: true, N: 42},
+	}
+	got, err := DecodeResults(EncodeResults(res))
+	if err != nil || !reflect.DeepEqual(got, res) {
+		t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, got, res)
+	}
+	cmds := sampleCommands()
+	enc := make([][]byte, len(cmds))
+	for i, c := range cmds {
+		enc[i] = EncodeOne(c)
+	}
+	parts, err := SplitBatch(EncodeBatch(enc))
+	if err != nil || !reflect.DeepEqual(parts, enc) {
+		t.Fatalf("SplitBatch: %v", err)
+	}
+}
+
+func FuzzDecodeResults(f *testing.F) {
+	f.Add(EncodeResults([]Result{{Code: OK, Job: &Job{Collection: "c", ID: "i", Status: StatusFailed}}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = DecodeResults(b)
+		_, _ = SplitBatch(b)
 	})
 }

@@ -63,6 +63,13 @@ type MetaState struct {
 	Index       uint64                 `json:"index"`
 	Collections map[string]*Collection `json:"collections"`
 	Routes      map[string]*Route      `json:"routes"`
+
+	// The cluster: its shape (fixed at formation), members and the desired
+	// replica set of every slot.
+	SlotCount         int              `json:"slot_count"`
+	ReplicationFactor int              `json:"replication_factor"` // configured; 0 = min(3, nodes)
+	Nodes             map[string]*Node `json:"nodes"`
+	Slots             []SlotEntry      `json:"slots"`
 }
 
 // Collection returns a collection's config. The default collection exists
@@ -109,9 +116,16 @@ func (s *MetaState) RouteList() []*Route {
 
 func (s *MetaState) clone() *MetaState {
 	n := &MetaState{
-		Index:       s.Index,
-		Collections: make(map[string]*Collection, len(s.Collections)),
-		Routes:      make(map[string]*Route, len(s.Routes)),
+		Index:             s.Index,
+		Collections:       make(map[string]*Collection, len(s.Collections)),
+		Routes:            make(map[string]*Route, len(s.Routes)),
+		SlotCount:         s.SlotCount,
+		ReplicationFactor: s.ReplicationFactor,
+		Nodes:             make(map[string]*Node, len(s.Nodes)),
+		Slots:             s.Slots, // copied on write by SetSlots
+	}
+	for k, v := range s.Nodes {
+		n.Nodes[k] = v
 	}
 	for k, v := range s.Collections {
 		n.Collections[k] = v
@@ -135,7 +149,7 @@ type MetaFSM struct {
 // NewMetaFSM returns an empty meta state machine.
 func NewMetaFSM() *MetaFSM {
 	f := &MetaFSM{}
-	f.state.Store(&MetaState{Collections: map[string]*Collection{}, Routes: map[string]*Route{}})
+	f.state.Store(&MetaState{Collections: map[string]*Collection{}, Routes: map[string]*Route{}, Nodes: map[string]*Node{}})
 	return f
 }
 
@@ -171,6 +185,9 @@ func (f *MetaFSM) Apply(l *raft.Log) interface{} {
 }
 
 func (s *MetaState) apply(c Command) Result {
+	if r, ok := s.applyCluster(c); ok {
+		return r
+	}
 	switch c := c.(type) {
 	case *PutCollection:
 		nc := c.C
@@ -254,6 +271,9 @@ func (f *MetaFSM) Restore(rc io.ReadCloser) error {
 	}
 	if s.Routes == nil {
 		s.Routes = map[string]*Route{}
+	}
+	if s.Nodes == nil {
+		s.Nodes = map[string]*Node{}
 	}
 	f.state.Store(&s)
 	if f.OnChange != nil {

@@ -74,6 +74,11 @@ type groupConfig struct {
 	// logDB, when set, holds the group's log in the node's shared file
 	// (slots); otherwise the group gets its own raft-boltdb file (meta).
 	logDB *storage.RaftLogDB
+	// beforeTransfer, when set, runs before this replica hands leadership
+	// away and returns what to do after (resume=true: leadership stayed).
+	// The slot uses it to finish callbacks in flight first, so a planned
+	// transfer never makes a receiver see a duplicate.
+	beforeTransfer func() (after func(resume bool))
 	// wrapSnapshots, when set, wraps the file snapshot store.
 	wrapSnapshots func(*raft.FileSnapshotStore) raft.SnapshotStore
 }
@@ -260,6 +265,14 @@ func (g *group) apply(data []byte) ([]raftfsm.Result, error) {
 	}
 }
 
+// pauseForTransfer runs beforeTransfer, if any.
+func (g *group) pauseForTransfer() func(resume bool) {
+	if g.cfg.beforeTransfer == nil {
+		return func(bool) {}
+	}
+	return g.cfg.beforeTransfer()
+}
+
 func (g *group) isLeader() bool { return g.raft.State() == raft.Leader }
 
 // close stops the leadership work, raft and the transport, then closes the
@@ -298,6 +311,8 @@ func (g *group) leaveLeadership(timeout time.Duration) {
 	if voters < 2 {
 		return
 	}
+	after := g.pauseForTransfer()
+	defer func() { after(g.isLeader()) }()
 	f := g.raft.LeadershipTransfer()
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()

@@ -20,6 +20,9 @@ type MetaConfig struct {
 	// OnLeader runs while this replica leads the meta group (the cluster
 	// controller); it must return when ctx ends. May be nil.
 	OnLeader func(ctx context.Context)
+	// OnChange is called after every applied change (from raft's FSM
+	// goroutine; it must not block). May be nil.
+	OnChange func(*raftfsm.MetaState)
 }
 
 // MetaReplica is this node's replica of the meta group: collections,
@@ -36,6 +39,7 @@ func OpenMeta(cfg MetaConfig) (*MetaReplica, error) {
 		cfg.Logger = slog.Default()
 	}
 	fsm := raftfsm.NewMetaFSM()
+	fsm.OnChange = cfg.OnChange
 	g, err := openGroup(groupConfig{
 		name:          "meta",
 		nodeID:        cfg.NodeID,
@@ -62,14 +66,28 @@ func (m *MetaReplica) Bootstrap(servers []raft.Server) error { return m.g.bootst
 
 // Propose commits meta commands on the meta leader.
 func (m *MetaReplica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
-	if !m.g.isLeader() {
-		return nil, ErrNotLeader
-	}
 	enc := make([][]byte, len(cmds))
 	for i, c := range cmds {
 		enc[i] = raftfsm.EncodeOne(c)
 	}
+	return m.ProposeEncoded(ctx, enc)
+}
+
+// ProposeEncoded is Propose for commands already encoded (forwarded).
+func (m *MetaReplica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]raftfsm.Result, error) {
+	if !m.g.isLeader() {
+		return nil, ErrNotLeader
+	}
 	return m.writes.propose(ctx, enc)
+}
+
+// Applied is the meta state's applied raft index.
+func (m *MetaReplica) Applied() uint64 { return m.fsm.State().Index }
+
+// HasState reports whether this replica has any raft state (it was
+// bootstrapped or has been added to the group before).
+func (m *MetaReplica) HasState() (bool, error) {
+	return raft.HasExistingState(m.g.stores.Log, m.g.stores.Stable, m.g.stores.Snapshots)
 }
 
 // State is the local copy of the meta state.

@@ -183,6 +183,7 @@ func Open(cfg Config) (*Replica, error) {
 		onLeader:         r.lead,
 		beforeStart:      r.recover,
 		logDB:            cfg.LogDB,
+		beforeTransfer:   r.pauseScheduler,
 		wrapSnapshots: func(fs *raft.FileSnapshotStore) raft.SnapshotStore {
 			return &snapshotStore{FileSnapshotStore: fs, fsm: fsm, dir: cfg.Dir}
 		},
@@ -255,6 +256,25 @@ func (r *Replica) Reset() {
 	}
 }
 
+// pauseScheduler stops dispatching and waits for the callbacks in flight to
+// finish and commit, before a planned leadership transfer: the next leader
+// then has nothing to fire twice. after(true) resumes dispatching when
+// leadership stayed here.
+func (r *Replica) pauseScheduler() func(resume bool) {
+	s := r.active.Load()
+	if s == nil {
+		return func(bool) {}
+	}
+	if !s.drain(drainTimeout) {
+		r.log.Warn("callbacks still in flight at a leadership transfer; the next leader may repeat them")
+	}
+	return func(resume bool) {
+		if resume && r.active.Load() == s {
+			s.resume()
+		}
+	}
+}
+
 // lead runs for one leadership term.
 func (r *Replica) lead(ctx context.Context) {
 	r.log.Debug("slot leadership gained")
@@ -317,14 +337,21 @@ const maxEntryBytes = 4 << 20
 // Propose commits commands through the slot's raft group, coalesced with
 // other concurrent writes, and returns one result per command.
 func (r *Replica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
-	if !r.g.isLeader() {
-		return nil, ErrNotLeader
-	}
 	enc := make([][]byte, len(cmds))
 	for i, c := range cmds {
 		enc[i] = raftfsm.EncodeOne(c)
 	}
-	out := make([]raftfsm.Result, 0, len(cmds))
+	return r.ProposeEncoded(ctx, enc)
+}
+
+// ProposeEncoded is Propose for commands already encoded (a write another
+// node forwarded to this leader).
+func (r *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]raftfsm.Result, error) {
+	if !r.g.isLeader() {
+		return nil, ErrNotLeader
+	}
+	total := len(enc)
+	out := make([]raftfsm.Result, 0, total)
 	for len(enc) > 0 {
 		n, size := 0, 0
 		for n < len(enc) && (n == 0 || size+len(enc[n]) <= maxEntryBytes) {
@@ -337,7 +364,7 @@ func (r *Replica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]raftf
 				err = ErrClosed
 			}
 			if len(out) > 0 && !errors.Is(err, ErrNotLeader) {
-				err = fmt.Errorf("%w (after %d of %d commands committed)", err, len(out), len(cmds))
+				err = fmt.Errorf("%w (after %d of %d commands committed)", err, len(out), total)
 			}
 			return nil, err
 		}

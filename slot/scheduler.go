@@ -417,6 +417,13 @@ func (s *scheduler) commit(ctx context.Context, key string, cmd []byte) {
 	}
 }
 
+// resume lets a drained scheduler dispatch again (a leadership transfer
+// that did not happen).
+func (s *scheduler) resume() {
+	s.stopping.Store(false)
+	s.signal()
+}
+
 // drain stops dispatching and waits (up to timeout) for the fires in
 // flight to finish and commit their outcomes, so a graceful stop does not
 // make receivers see a duplicate.

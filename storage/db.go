@@ -125,6 +125,21 @@ func (d *DB) Compact(ctx context.Context, lower, upper []byte) error {
 	return nil
 }
 
+// DeleteSlot removes every key of a slot (a replica that moved away) with
+// one range deletion, synced.
+func (d *DB) DeleteSlot(slot int) error {
+	lo, hi := SlotSpan(slot)
+	b := d.pdb.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return fmt.Errorf("delete slot %d: %w", slot, err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("delete slot %d: %w", slot, err)
+	}
+	return nil
+}
+
 // Flush writes the memtable to an sstable.
 func (d *DB) Flush() error {
 	if err := d.pdb.Flush(); err != nil {

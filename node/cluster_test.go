@@ -1,0 +1,465 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/rpc/faultnet"
+	"github.com/timemachine-db/timemachine/rpc/httpapi"
+	"github.com/timemachine-db/timemachine/slot"
+)
+
+// testCluster is n nodes in this process, over loopback, every link going
+// through a fault-injecting network.
+type testCluster struct {
+	t     *testing.T
+	net   *faultnet.Network
+	cfgs  []Config
+	nodes []*Node
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// serf also needs the UDP port
+	u, err := net.ListenPacket("udp", l.Addr().String())
+	if err != nil {
+		return freeAddr(t)
+	}
+	u.Close()
+	return l.Addr().String()
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("TM_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func startCluster(t *testing.T, size int, tweak func(i int, c *Config)) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, net: faultnet.New()}
+	serfs := make([]string, size)
+	for i := range serfs {
+		serfs[i] = freeAddr(t)
+	}
+	for i := 0; i < size; i++ {
+		id := fmt.Sprintf("n%d", i+1)
+		bind := freeAddr(t)
+		tc.net.Register(id, bind)
+		c := Config{
+			NodeID: id, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", BindAddr: bind, SerfAddr: serfs[i],
+			BootstrapExpect: size, Slots: 12, FastGossip: true, CacheBytes: 8 << 20,
+			Logger: testLogger(t),
+			Timing: slot.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+				LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond},
+			FailureGrace: time.Hour,
+			MuxDialer:    tc.net.MuxDialer(id),
+			PeerDialer:   tc.net.PeerDialer(id),
+		}
+		if i > 0 {
+			c.Join = []string{serfs[0]}
+		}
+		if tweak != nil {
+			tweak(i, &c)
+		}
+		tc.cfgs = append(tc.cfgs, c)
+	}
+	tc.nodes = make([]*Node, size)
+	var wg sync.WaitGroup
+	errs := make([]error, size)
+	for i := range tc.cfgs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			tc.nodes[i], errs[i] = Start(tc.cfgs[i])
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			tc.stop()
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(tc.stop)
+	tc.waitReady(30 * time.Second)
+	return tc
+}
+
+func (tc *testCluster) stop() {
+	for _, n := range tc.nodes {
+		if n != nil {
+			n.Kill()
+		}
+	}
+}
+
+func (tc *testCluster) live() []*Node {
+	var out []*Node
+	for _, n := range tc.nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (tc *testCluster) waitReady(timeout time.Duration) {
+	tc.t.Helper()
+	waitUntil(tc.t, timeout, "every node ready", func() error {
+		for _, n := range tc.live() {
+			if err := n.Ready(); err != nil {
+				return fmt.Errorf("%s: %w", n.ID(), err)
+			}
+		}
+		return nil
+	})
+}
+
+func (tc *testCluster) kill(i int) {
+	tc.nodes[i].Kill()
+	tc.nodes[i] = nil
+}
+
+func (tc *testCluster) restart(i int) {
+	tc.t.Helper()
+	c := tc.cfgs[i]
+	c.BootstrapExpect = len(tc.cfgs)
+	n, err := Start(c)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.nodes[i] = n
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
+}
+
+// receiver records callbacks.
+type receiver struct {
+	srv  *http.Server
+	url  string
+	mu   sync.Mutex
+	got  map[string][]time.Time
+	trig map[string]int64
+}
+
+func newReceiver(t *testing.T) *receiver {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &receiver{url: "http://" + l.Addr().String() + "/hook", got: map[string][]time.Time{}}
+	r.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		now := time.Now()
+		key := req.Header.Get("Idempotency-Key")
+		r.mu.Lock()
+		r.got[key] = append(r.got[key], now)
+		r.mu.Unlock()
+		w.WriteHeader(200)
+	})}
+	go func() { _ = r.srv.Serve(l) }()
+	t.Cleanup(func() { _ = r.srv.Close() })
+	return r
+}
+
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+func (r *receiver) deliveries(key string) []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.got[key]...)
+}
+
+func createJobs(t *testing.T, n *Node, coll, prefix string, count int, trigger int64, url string) []string {
+	t.Helper()
+	var ids []string
+	var in []httpapi.JobInput
+	for i := 0; i < count; i++ {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		ids = append(ids, id)
+		in = append(in, httpapi.JobInput{ID: id, Spec: raftfsm.JobSpec{TriggerTime: trigger, CallbackURL: url, Hash: uint64(i + 1)}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := n.CreateJobs(ctx, coll, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil || r.Code != raftfsm.Created {
+			t.Fatalf("create %s via %s: %v %v", r.ID, n.ID(), r.Code, r.Err)
+		}
+	}
+	return ids
+}
+
+func TestClusterFormsForwardsAndFires(t *testing.T) {
+	tc := startCluster(t, 3, nil)
+	ctx := context.Background()
+	info, err := tc.nodes[1].Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SlotCount != 12 || info.ReplicationFactor != 3 || len(info.Nodes) != 3 {
+		t.Fatalf("cluster: %+v", info)
+	}
+	for _, s := range info.Slots {
+		if len(s.Replicas) != 3 || s.Leader == "" {
+			t.Fatalf("slot %d: %+v", s.Slot, s)
+		}
+	}
+	// Leadership spreads: every node leads 4 of the 12 slots.
+	waitUntil(t, 20*time.Second, "leaders spread 4/4/4", func() error {
+		info, _ := tc.nodes[0].Cluster(ctx)
+		for _, nd := range info.Nodes {
+			if nd.SlotsLed != 4 {
+				return fmt.Errorf("%s leads %d", nd.ID, nd.SlotsLed)
+			}
+		}
+		return nil
+	})
+	rcv := newReceiver(t)
+	trig := time.Now().Add(1500 * time.Millisecond).UnixMilli()
+	ids := createJobs(t, tc.nodes[2], "default", "fwd", 120, trig, rcv.url)
+	// Reads through another node see them.
+	if j, err := tc.nodes[0].GetJob(ctx, "default", ids[7]); err != nil || j.TriggerTime != trig {
+		t.Fatalf("read via n1: %+v %v", j, err)
+	}
+	waitUntil(t, 20*time.Second, "all 120 delivered", func() error {
+		if c := rcv.count(); c != 120 {
+			return fmt.Errorf("%d delivered", c)
+		}
+		return nil
+	})
+	for _, id := range ids {
+		d := rcv.deliveries(fmt.Sprintf("default:%s:%d", id, trig))
+		if len(d) != 1 || d[0].UnixMilli() < trig {
+			t.Fatalf("%s: deliveries %v (trigger %d)", id, d, trig)
+		}
+	}
+}
+
+// leaderCounts returns how many slots each node leads, per the view of a
+// live node.
+func (tc *testCluster) leaderCounts() map[string]int {
+	n := tc.live()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out := map[string]int{}
+	v := n.refreshView(ctx)
+	for s := 0; s < n.slotCount(); s++ {
+		if l := v.leaderOf(s); l != "" {
+			out[l]++
+		}
+	}
+	return out
+}
+
+func (tc *testCluster) index(id string) int {
+	for i, c := range tc.cfgs {
+		if c.NodeID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Killing the node that leads the most slots: the others elect new leaders,
+// every job created before the kill fires (none early), writes through the
+// survivors succeed, and the node rejoins and catches up when restarted.
+func TestClusterLeaderLossAndRejoin(t *testing.T) {
+	tc := startCluster(t, 3, nil)
+	rcv := newReceiver(t)
+	trig := time.Now().Add(2 * time.Second).UnixMilli()
+	ids := createJobs(t, tc.nodes[0], "default", "ha", 240, trig, rcv.url)
+
+	victim, most := "", -1
+	for id, c := range tc.leaderCounts() {
+		if c > most {
+			victim, most = id, c
+		}
+	}
+	vi := tc.index(victim)
+	killed := time.Now()
+	tc.kill(vi)
+	survivor := tc.live()[0]
+	waitUntil(t, 10*time.Second, "every slot led by a survivor", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		v := survivor.refreshView(ctx)
+		for s := 0; s < survivor.slotCount(); s++ {
+			if l := v.leaderOf(s); l == "" || l == victim {
+				return fmt.Errorf("slot %d led by %q", s, l)
+			}
+		}
+		return nil
+	})
+	failover := time.Since(killed)
+	ids2 := createJobs(t, survivor, "default", "after", 60, time.Now().Add(500*time.Millisecond).UnixMilli(), rcv.url)
+	t.Logf("killed %s (leading %d slots); all slots led again after %v", victim, most, failover)
+
+	waitUntil(t, 30*time.Second, "every acknowledged job delivered", func() error {
+		if c := rcv.count(); c < len(ids)+len(ids2) {
+			return fmt.Errorf("%d of %d delivered", c, len(ids)+len(ids2))
+		}
+		return nil
+	})
+	for _, id := range ids {
+		for _, at := range rcv.deliveries(fmt.Sprintf("default:%s:%d", id, trig)) {
+			if at.UnixMilli() < trig {
+				t.Fatalf("%s fired %d ms early", id, trig-at.UnixMilli())
+			}
+		}
+	}
+
+	// Restart: the node rejoins with its data and catches up.
+	tc.restart(vi)
+	tc.waitReady(30 * time.Second)
+	back := tc.nodes[vi]
+	waitUntil(t, 30*time.Second, "the restarted node's replicas catch up", func() error {
+		for s := 0; s < back.slotCount(); s++ {
+			r := back.replica(s)
+			if r == nil {
+				return fmt.Errorf("slot %d not open", s)
+			}
+			st := r.Status()
+			if st.Leader == "" || st.Applied+64 < st.CommitIndex {
+				return fmt.Errorf("slot %d: leader %q applied %d commit %d", s, st.Leader, st.Applied, st.CommitIndex)
+			}
+		}
+		return nil
+	})
+	// Leadership spreads back over the three nodes.
+	waitUntil(t, 30*time.Second, "leaders spread again", func() error {
+		for id, c := range tc.leaderCounts() {
+			if c != 4 {
+				return fmt.Errorf("%s leads %d", id, c)
+			}
+		}
+		return nil
+	})
+}
+
+// A node cut off from the others (raft and RPC, through the fault-injecting
+// network): the majority keeps serving, and after the partition heals the
+// node catches up.
+func TestClusterPartitionOneNode(t *testing.T) {
+	tc := startCluster(t, 3, nil)
+	rcv := newReceiver(t)
+	iso := tc.nodes[2]
+	tc.net.Isolate(iso.ID())
+	maj := tc.nodes[0]
+	waitUntil(t, 15*time.Second, "the majority leads every slot", func() error {
+		v := maj.refreshView(context.Background())
+		for s := 0; s < maj.slotCount(); s++ {
+			l := v.leaderOf(s)
+			if l == "" || l == iso.ID() {
+				return fmt.Errorf("slot %d led by %q", s, l)
+			}
+		}
+		return nil
+	})
+	trig := time.Now().Add(time.Second).UnixMilli()
+	ids := createJobs(t, maj, "default", "part", 60, trig, rcv.url)
+	waitUntil(t, 20*time.Second, "jobs created during the partition fire", func() error {
+		if c := rcv.count(); c < len(ids) {
+			return fmt.Errorf("%d of %d", c, len(ids))
+		}
+		return nil
+	})
+	// Writes on the isolated node fail fast with 503, never hang.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	res, err := iso.CreateJobs(ctx, "default", []httpapi.JobInput{{ID: "lonely", Spec: raftfsm.JobSpec{TriggerTime: trig, CallbackURL: rcv.url, Hash: 1}}})
+	cancel()
+	if err == nil && (len(res) != 1 || res[0].Err == nil || res[0].Err.Status != 503) {
+		t.Fatalf("write on the isolated node: %+v", res)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("write on the isolated node took %v to fail", d)
+	}
+	tc.net.Heal()
+	waitUntil(t, 30*time.Second, "the isolated node catches up", func() error {
+		for s := 0; s < iso.slotCount(); s++ {
+			r := iso.replica(s)
+			if r == nil {
+				return fmt.Errorf("slot %d not open", s)
+			}
+			st := r.Status()
+			if st.Leader == "" || st.Applied+64 < st.CommitIndex {
+				return fmt.Errorf("slot %d: leader %q applied %d commit %d", s, st.Leader, st.Applied, st.CommitIndex)
+			}
+		}
+		return nil
+	})
+	tc.waitReady(30 * time.Second)
+}
+
+// With four nodes, a node that stays failed past the grace period has its
+// replicas re-created on the others until every slot has three again; its
+// data is not needed for that.
+func TestClusterReReplication(t *testing.T) {
+	tc := startCluster(t, 4, func(i int, c *Config) { c.FailureGrace = 2 * time.Second })
+	victim := 3
+	held := 0
+	st := tc.nodes[0].meta.State()
+	for _, e := range st.Slots {
+		if e.Has(tc.nodes[victim].ID()) {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatal("victim holds no replicas")
+	}
+	gone := tc.nodes[victim].ID()
+	tc.kill(victim)
+	waitUntil(t, 60*time.Second, "every slot back to 3 healthy replicas without the dead node", func() error {
+		n := tc.live()[0]
+		info, err := n.Cluster(context.Background())
+		if err != nil {
+			return err
+		}
+		for _, s := range info.Slots {
+			if len(s.Replicas) != 3 || s.State != "healthy" {
+				return fmt.Errorf("slot %d: %v %s", s.Slot, s.Replicas, s.State)
+			}
+			for _, r := range s.Replicas {
+				if r == gone {
+					return fmt.Errorf("slot %d still placed on %s", s.Slot, gone)
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,338 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/serf/serf"
+	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/slot"
+)
+
+// metaVoters is the size of the meta group's voter set; every other node
+// is a nonvoter holding a copy.
+const metaVoters = 3
+
+// runController runs while this node leads the meta group (DESIGN.md
+// decision 2): it folds gossip into the node table, keeps the meta group's
+// membership, commits the desired slot placement computed by dht, and
+// spreads slot leadership. Every pass starts from the committed state, so a
+// new meta leader simply carries on.
+func (n *Node) runController(ctx context.Context) {
+	n.log.Info("leading the meta group: running the cluster controller")
+	if err := n.meta.WaitCaughtUp(ctx); err != nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var lastBalance time.Time
+	for {
+		n.controlOnce(ctx, &lastBalance)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.ctrlKick:
+		}
+	}
+}
+
+func (n *Node) controlOnce(ctx context.Context, lastBalance *time.Time) {
+	if !n.meta.IsLeader() {
+		return
+	}
+	st := n.meta.State()
+	if !st.Formed() {
+		n.formCluster(ctx)
+		return
+	}
+	n.syncNodes(ctx, st)
+	st = n.meta.State()
+	n.stepMetaMembership(st)
+	n.placeSlots(ctx, st)
+	if time.Since(*lastBalance) > 3*time.Second {
+		*lastBalance = time.Now()
+		n.balanceLeaders(ctx, n.meta.State())
+	}
+}
+
+// aliveMembers are the timemachine nodes serf sees alive, with self.
+func (n *Node) aliveMembers() []member {
+	var out []member
+	for _, m := range n.members() {
+		if m.Status == serf.StatusAlive && m.ID != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (n *Node) nodeOf(m member, status raftfsm.NodeStatus) raftfsm.Node {
+	return raftfsm.Node{ID: m.ID, HTTPAddr: m.HTTPAddr, BindAddr: m.BindAddr, SerfAddr: m.SerfAddr, Status: status}
+}
+
+// formCluster records the cluster's shape: the nodes alive now, the slot
+// count this node was started with and the initial placement.
+func (n *Node) formCluster(ctx context.Context) {
+	ms := n.aliveMembers()
+	if len(ms) == 0 {
+		return
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
+	ids := make([]string, len(ms))
+	nodes := make([]raftfsm.Node, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+		nodes[i] = n.nodeOf(m, raftfsm.NodeAlive)
+	}
+	slots := n.id.SlotCount
+	assign := dht.Initial(slots, ids, n.cfg.Replicas)
+	entries := make([]raftfsm.SlotEntry, slots)
+	for _, a := range assign {
+		entries[a.Slot] = raftfsm.SlotEntry{Replicas: a.Replicas, Epoch: 1}
+	}
+	res, err := n.meta.Propose(ctx, &raftfsm.InitCluster{SlotCount: slots, ReplicationFactor: n.cfg.Replicas, Nodes: nodes, Slots: entries, Now: n.now()})
+	if err != nil {
+		n.log.Warn("forming the cluster failed; will retry", "error", err)
+		return
+	}
+	if res[0].Code == raftfsm.OK {
+		n.log.Info("cluster formed", "nodes", len(ids), "slots", slots, "replication_factor", dht.EffectiveRF(n.cfg.Replicas, len(ids)))
+	}
+}
+
+// syncNodes folds serf's view into the node table.
+func (n *Node) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
+	var cmds []raftfsm.Command
+	now := n.now()
+	seen := map[string]bool{}
+	for _, m := range n.members() {
+		if m.ID == "" {
+			continue
+		}
+		seen[m.ID] = true
+		status := raftfsm.NodeAlive
+		switch m.Status {
+		case serf.StatusFailed:
+			status = raftfsm.NodeFailed
+		case serf.StatusLeft, serf.StatusLeaving:
+			status = raftfsm.NodeLeft
+		}
+		cur, ok := st.Nodes[m.ID]
+		if ok && cur.Status == raftfsm.NodeDraining && status == raftfsm.NodeAlive {
+			status = raftfsm.NodeDraining // draining sticks until the node is removed
+		}
+		want := n.nodeOf(m, status)
+		if ok && cur.HTTPAddr == want.HTTPAddr && cur.BindAddr == want.BindAddr && cur.SerfAddr == want.SerfAddr && cur.Status == want.Status {
+			continue
+		}
+		if ok && m.Status == serf.StatusLeft && cur.Status == raftfsm.NodeLeft {
+			continue
+		}
+		cmds = append(cmds, &raftfsm.UpsertNode{N: want, Now: now})
+	}
+	for id, nd := range st.Nodes {
+		if !seen[id] && nd.Status == raftfsm.NodeAlive {
+			x := *nd
+			x.Status = raftfsm.NodeFailed
+			cmds = append(cmds, &raftfsm.UpsertNode{N: x, Now: now})
+		}
+	}
+	if len(cmds) == 0 {
+		return
+	}
+	if _, err := n.meta.Propose(ctx, cmds...); err != nil {
+		n.log.Warn("updating the node table failed; will retry", "error", err)
+	}
+}
+
+// eligible lists the nodes that may hold replicas: alive ones, and failed
+// ones still inside the failure grace period (they may come back, and
+// copying a slot is expensive). Draining, left and long-failed nodes are
+// not eligible: their replicas are re-created elsewhere.
+func (n *Node) eligible(st *raftfsm.MetaState) []string {
+	now := n.now()
+	var out []string
+	for _, nd := range st.NodeList() {
+		switch nd.Status {
+		case raftfsm.NodeAlive:
+			out = append(out, nd.ID)
+		case raftfsm.NodeFailed:
+			if time.Duration(now-nd.Since)*time.Millisecond < n.cfg.FailureGrace {
+				out = append(out, nd.ID)
+			}
+		}
+	}
+	return out
+}
+
+func alive(st *raftfsm.MetaState) []string {
+	var out []string
+	for _, nd := range st.NodeList() {
+		if nd.Status == raftfsm.NodeAlive {
+			out = append(out, nd.ID)
+		}
+	}
+	return out
+}
+
+func assignments(st *raftfsm.MetaState) []dht.Assignment {
+	out := make([]dht.Assignment, len(st.Slots))
+	for i, e := range st.Slots {
+		out[i] = dht.Assignment{Slot: i, Replicas: append([]string(nil), e.Replicas...)}
+	}
+	return out
+}
+
+func sameReplicas(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// placeSlots commits dht.Repair's placement where it differs.
+func (n *Node) placeSlots(ctx context.Context, st *raftfsm.MetaState) {
+	elig := n.eligible(st)
+	if len(elig) == 0 {
+		return
+	}
+	desired := dht.Repair(assignments(st), st.SlotCount, elig, st.ReplicationFactor)
+	n.commitPlacement(ctx, st, desired)
+}
+
+func (n *Node) commitPlacement(ctx context.Context, st *raftfsm.MetaState, desired []dht.Assignment) int {
+	var ups []raftfsm.SlotUpdate
+	for _, a := range desired {
+		cur := st.Slots[a.Slot]
+		if !sameReplicas(cur.Replicas, a.Replicas) {
+			ups = append(ups, raftfsm.SlotUpdate{Slot: a.Slot, Replicas: a.Replicas, ExpectEpoch: cur.Epoch})
+		}
+	}
+	if len(ups) == 0 {
+		return 0
+	}
+	if _, err := n.proposeMeta(ctx, &raftfsm.SetSlots{Updates: ups}); err != nil {
+		n.log.Warn("committing the slot placement failed; will retry", "error", err)
+		return 0
+	}
+	n.log.Info("slot placement changed", "slots", len(ups))
+	return len(ups)
+}
+
+// stepMetaMembership keeps metaVoters voters in the meta group (those
+// already voting stay while eligible) and every other eligible node as a
+// nonvoter, one step at a time.
+func (n *Node) stepMetaMembership(st *raftfsm.MetaState) {
+	elig := n.eligible(st)
+	eligSet := map[string]bool{}
+	for _, id := range elig {
+		eligSet[id] = true
+	}
+	status := n.meta.Status()
+	var voters []string
+	for _, id := range status.Voters {
+		if eligSet[id] && len(voters) < metaVoters {
+			voters = append(voters, id)
+		}
+	}
+	aliveSet := map[string]bool{}
+	for _, id := range alive(st) {
+		aliveSet[id] = true
+	}
+	for _, id := range elig {
+		if len(voters) >= metaVoters {
+			break
+		}
+		if aliveSet[id] && !contains(voters, id) {
+			voters = append(voters, id)
+		}
+	}
+	var non []string
+	for _, id := range elig {
+		if !contains(voters, id) {
+			non = append(non, id)
+		}
+	}
+	vm, ok1 := n.members4(voters, st)
+	nm, ok2 := n.members4(non, st)
+	if !ok1 || !ok2 {
+		return
+	}
+	if _, err := n.meta.ReconcileMembership(slot.Membership{Voters: vm, Nonvoters: nm}, func(id string) bool {
+		return n.caughtUp(-1, id, status)
+	}); err != nil {
+		n.log.Warn("meta membership step failed; will retry", "error", err)
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// balanceLeaders moves slot leadership toward dht.LeaderTargets: a few
+// transfers per pass, only for slots whose replicas match the placement.
+func (n *Node) balanceLeaders(ctx context.Context, st *raftfsm.MetaState) {
+	view := n.refreshView(ctx)
+	var up []string
+	for _, id := range alive(st) {
+		if _, ok := view.nodes[id]; ok {
+			up = append(up, id)
+		}
+	}
+	targets := dht.LeaderTargets(assignments(st), up)
+	moved := 0
+	for s := 0; s < st.SlotCount && moved < 4; s++ {
+		want, ok := targets[s]
+		if !ok {
+			continue
+		}
+		cur := view.leaderOf(s)
+		if cur == "" || cur == want {
+			continue
+		}
+		ls, ok := view.replica(cur, s)
+		if !ok || !contains(ls.Voters, want) || !sameSet(ls.Voters, st.Slots[s].Replicas) {
+			continue // membership still moving: leave leadership alone
+		}
+		fs, ok := view.replica(want, s)
+		if !ok || !slot.CaughtUp(ls.GroupStatus, fs.GroupStatus) {
+			continue
+		}
+		body, _ := json.Marshal(transferReq{Slot: s, To: want, Addr: n.addrOf(want)})
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := n.rpc.Call(cctx, n.addrOf(cur), mTransfer, body)
+		cancel()
+		if err != nil {
+			n.log.Debug("leadership transfer failed", "slot", s, "from", cur, "to", want, "error", err)
+			continue
+		}
+		n.log.Info("moved slot leadership", "slot", s, "from", cur, "to", want)
+		moved++
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !contains(b, x) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,303 @@
+package raftfsm
+
+import (
+	"encoding/binary"
+	"sort"
+)
+
+// NodeStatus is a node's membership state as the meta group records it.
+type NodeStatus string
+
+// Node states. A failed node keeps its replicas for the failure grace
+// period (it may come back); after that, or when it left or was removed,
+// its replicas are re-created elsewhere.
+const (
+	NodeAlive    NodeStatus = "alive"
+	NodeFailed   NodeStatus = "failed"
+	NodeLeft     NodeStatus = "left"
+	NodeDraining NodeStatus = "draining"
+)
+
+// Node is one member of the cluster.
+type Node struct {
+	ID       string     `json:"id"`
+	HTTPAddr string     `json:"http_addr"`
+	BindAddr string     `json:"bind_addr"`
+	SerfAddr string     `json:"serf_addr"`
+	Status   NodeStatus `json:"status"`
+	// Since is when Status last changed (leader-stamped, ms).
+	Since    int64 `json:"since"`
+	JoinedAt int64 `json:"joined_at"`
+}
+
+// SlotEntry is the desired replica set of one slot. Replicas[0] is the
+// preferred leader. Epoch counts changes; epoch 1 is the placement the
+// cluster formed with, and only replicas listed at epoch 1 may bootstrap
+// the slot's raft group (later replicas are added by the slot's leader).
+type SlotEntry struct {
+	Replicas []string `json:"replicas"`
+	Epoch    uint64   `json:"epoch"`
+}
+
+// Clone copies the entry.
+func (e SlotEntry) Clone() SlotEntry {
+	return SlotEntry{Replicas: append([]string(nil), e.Replicas...), Epoch: e.Epoch}
+}
+
+// Has reports whether node is one of the entry's replicas.
+func (e SlotEntry) Has(node string) bool {
+	for _, r := range e.Replicas {
+		if r == node {
+			return true
+		}
+	}
+	return false
+}
+
+// NodeList returns every node sorted by id.
+func (s *MetaState) NodeList() []*Node {
+	out := make([]*Node, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Formed reports whether the cluster's slot table exists.
+func (s *MetaState) Formed() bool { return s.SlotCount > 0 && len(s.Slots) == s.SlotCount }
+
+// InitCluster records the cluster's shape when it forms: slot count,
+// replication factor, the first nodes and the initial slot table. It is
+// applied once; later calls are rejected.
+type InitCluster struct {
+	SlotCount         int
+	ReplicationFactor int
+	Nodes             []Node
+	Slots             []SlotEntry
+	Now               int64
+}
+
+// UpsertNode adds a node or updates its addresses and status.
+type UpsertNode struct {
+	N   Node
+	Now int64
+}
+
+// SetSlots changes slot replica sets, each only if its epoch still is
+// ExpectEpoch (so two controllers, or a stale one, cannot interleave).
+type SetSlots struct {
+	Updates []SlotUpdate
+}
+
+// SlotUpdate is one slot's new replica set.
+type SlotUpdate struct {
+	Slot        int
+	Replicas    []string
+	ExpectEpoch uint64
+}
+
+// RemoveNode forgets a node (drained or dead and already replaced).
+type RemoveNode struct{ ID string }
+
+// SetReplicationFactor changes the configured replication factor (0: auto).
+type SetReplicationFactor struct{ RF int }
+
+// Type implements Command.
+func (*InitCluster) Type() CmdType { return CmdInitCluster }
+
+// Type implements Command.
+func (*UpsertNode) Type() CmdType { return CmdUpsertNode }
+
+// Type implements Command.
+func (*SetSlots) Type() CmdType { return CmdSetSlots }
+
+// Type implements Command.
+func (*RemoveNode) Type() CmdType { return CmdRemoveNode }
+
+// Type implements Command.
+func (*SetReplicationFactor) Type() CmdType { return CmdSetRF }
+
+func appendNode(dst []byte, n *Node) []byte {
+	dst = putStr(dst, n.ID)
+	dst = putStr(dst, n.HTTPAddr)
+	dst = putStr(dst, n.BindAddr)
+	dst = putStr(dst, n.SerfAddr)
+	dst = putStr(dst, string(n.Status))
+	dst = binary.AppendVarint(dst, n.Since)
+	return binary.AppendVarint(dst, n.JoinedAt)
+}
+
+func (r *reader) node() Node {
+	var n Node
+	n.ID = r.str(maxStr)
+	n.HTTPAddr = r.str(maxStr)
+	n.BindAddr = r.str(maxStr)
+	n.SerfAddr = r.str(maxStr)
+	n.Status = NodeStatus(r.str(maxStr))
+	n.Since = r.varint()
+	n.JoinedAt = r.varint()
+	return n
+}
+
+func appendStrs(dst []byte, ss []string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ss)))
+	for _, s := range ss {
+		dst = putStr(dst, s)
+	}
+	return dst
+}
+
+func (r *reader) strs() []string {
+	n := r.uvarint()
+	if n > 1024 {
+		r.fail("too many strings")
+		return nil
+	}
+	out := make([]string, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		out = append(out, r.str(maxStr))
+	}
+	return out
+}
+
+func (c *InitCluster) appendBody(dst []byte) []byte {
+	dst = binary.AppendVarint(dst, int64(c.SlotCount))
+	dst = binary.AppendVarint(dst, int64(c.ReplicationFactor))
+	dst = binary.AppendUvarint(dst, uint64(len(c.Nodes)))
+	for i := range c.Nodes {
+		dst = appendNode(dst, &c.Nodes[i])
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(c.Slots)))
+	for _, e := range c.Slots {
+		dst = appendStrs(dst, e.Replicas)
+		dst = binary.AppendUvarint(dst, e.Epoch)
+	}
+	return binary.AppendVarint(dst, c.Now)
+}
+
+func (r *reader) initCluster() *InitCluster {
+	c := &InitCluster{SlotCount: int(r.varint()), ReplicationFactor: int(r.varint())}
+	n := r.uvarint()
+	if n > maxEntries {
+		r.fail("too many nodes")
+		return c
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		c.Nodes = append(c.Nodes, r.node())
+	}
+	n = r.uvarint()
+	if n > 1<<16 {
+		r.fail("too many slots")
+		return c
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		e := SlotEntry{Replicas: r.strs()}
+		e.Epoch = r.uvarint()
+		c.Slots = append(c.Slots, e)
+	}
+	c.Now = r.varint()
+	return c
+}
+
+func (c *UpsertNode) appendBody(dst []byte) []byte {
+	return binary.AppendVarint(appendNode(dst, &c.N), c.Now)
+}
+
+func (c *SetSlots) appendBody(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(c.Updates)))
+	for _, u := range c.Updates {
+		dst = binary.AppendVarint(dst, int64(u.Slot))
+		dst = appendStrs(dst, u.Replicas)
+		dst = binary.AppendUvarint(dst, u.ExpectEpoch)
+	}
+	return dst
+}
+
+func (r *reader) setSlots() *SetSlots {
+	c := &SetSlots{}
+	n := r.uvarint()
+	if n > 1<<16 {
+		r.fail("too many slot updates")
+		return c
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		u := SlotUpdate{Slot: int(r.varint()), Replicas: r.strs()}
+		u.ExpectEpoch = r.uvarint()
+		c.Updates = append(c.Updates, u)
+	}
+	return c
+}
+
+func (c *RemoveNode) appendBody(dst []byte) []byte { return putStr(dst, c.ID) }
+
+func (c *SetReplicationFactor) appendBody(dst []byte) []byte {
+	return binary.AppendVarint(dst, int64(c.RF))
+}
+
+// applyCluster applies the cluster commands to a (cloned) meta state.
+func (s *MetaState) applyCluster(c Command) (Result, bool) {
+	switch c := c.(type) {
+	case *InitCluster:
+		if s.Formed() || c.SlotCount <= 0 || len(c.Slots) != c.SlotCount {
+			return Result{Code: Rejected}, true
+		}
+		s.SlotCount, s.ReplicationFactor = c.SlotCount, c.ReplicationFactor
+		s.Slots = make([]SlotEntry, len(c.Slots))
+		for i, e := range c.Slots {
+			s.Slots[i] = e.Clone()
+		}
+		for i := range c.Nodes {
+			n := c.Nodes[i]
+			if n.JoinedAt == 0 {
+				n.JoinedAt = c.Now
+			}
+			if n.Since == 0 {
+				n.Since = c.Now
+			}
+			s.Nodes[n.ID] = &n
+		}
+		return Result{Code: OK}, true
+	case *UpsertNode:
+		n := c.N
+		if old, ok := s.Nodes[n.ID]; ok {
+			n.JoinedAt = old.JoinedAt
+			if old.Status == n.Status {
+				n.Since = old.Since
+			} else {
+				n.Since = c.Now
+			}
+			if *old == n {
+				return Result{Code: OK}, true
+			}
+			s.Nodes[n.ID] = &n
+			return Result{Code: OK}, true
+		}
+		n.JoinedAt, n.Since = c.Now, c.Now
+		s.Nodes[n.ID] = &n
+		return Result{Code: Created}, true
+	case *SetSlots:
+		res := Result{Code: OK}
+		slots := append([]SlotEntry(nil), s.Slots...)
+		for _, u := range c.Updates {
+			if u.Slot < 0 || u.Slot >= len(slots) || slots[u.Slot].Epoch != u.ExpectEpoch {
+				res.Code = Stale
+				continue
+			}
+			slots[u.Slot] = SlotEntry{Replicas: append([]string(nil), u.Replicas...), Epoch: u.ExpectEpoch + 1}
+			res.N++
+		}
+		s.Slots = slots
+		return res, true
+	case *RemoveNode:
+		if _, ok := s.Nodes[c.ID]; !ok {
+			return Result{Code: NotFound}, true
+		}
+		delete(s.Nodes, c.ID)
+		return Result{Code: OK}, true
+	case *SetReplicationFactor:
+		s.ReplicationFactor = c.RF
+		return Result{Code: OK}, true
+	}
+	return Result{}, false
+}

@@ -1,0 +1,88 @@
+package raftfsm
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Results travel between nodes when a write is forwarded to a slot's
+// leader: code | more | n | job? (collection, id, record).
+const resultsV1 = 1
+
+// EncodeResults encodes command results.
+func EncodeResults(res []Result) []byte {
+	dst := []byte{resultsV1}
+	dst = binary.AppendUvarint(dst, uint64(len(res)))
+	for _, r := range res {
+		more := byte(0)
+		if r.More {
+			more = 1
+		}
+		dst = append(dst, byte(r.Code), more)
+		dst = binary.AppendVarint(dst, r.N)
+		if r.Job == nil {
+			dst = append(dst, 0)
+			continue
+		}
+		dst = append(dst, 1)
+		dst = putStr(dst, r.Job.Collection)
+		dst = putStr(dst, r.Job.ID)
+		dst = putBytes(dst, AppendRecord(nil, r.Job))
+	}
+	return dst
+}
+
+// DecodeResults decodes what EncodeResults wrote.
+func DecodeResults(b []byte) ([]Result, error) {
+	if len(b) < 1 || b[0] != resultsV1 {
+		return nil, fmt.Errorf("%w: results format", ErrCorrupt)
+	}
+	r := reader{b: b[1:]}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail("results count")
+	}
+	out := make([]Result, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		res := Result{Code: Code(r.byte()), More: r.byte() == 1, N: r.varint()}
+		if r.byte() == 1 {
+			j := &Job{Collection: r.str(maxStr), ID: r.str(maxStr)}
+			rec := r.bytes(maxMeta + 64<<10)
+			if r.err == nil {
+				if err := DecodeRecord(rec, j); err != nil {
+					return nil, err
+				}
+			}
+			res.Job = j
+		}
+		out = append(out, res)
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SplitBatch returns the encoded commands of a raft entry (one command, or
+// the members of a batch) without decoding them.
+func SplitBatch(b []byte) ([][]byte, error) {
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: short entry", ErrCorrupt)
+	}
+	if CmdType(b[0]) != CmdBatch {
+		return [][]byte{b}, nil
+	}
+	r := reader{b: b[2:]}
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.fail("batch count")
+	}
+	out := make([][]byte, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		out = append(out, r.bytes(len(r.b)))
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
