@@ -28,6 +28,8 @@ func apiErr(err error) error {
 		return nil
 	case errors.As(err, &ae):
 		return ae
+	case errors.Is(err, errMetaUnavailable):
+		return httpapi.Unavailable(retrySoon, "%v; retry shortly", err)
 	case errors.Is(err, slot.ErrNotLeader):
 		return httpapi.Unavailable(retrySoon, "the slot has no leader right now (an election is in progress); retry shortly")
 	case errors.Is(err, slot.ErrUnknownOutcome):
@@ -57,9 +59,15 @@ func (n *Node) slotOf(coll, id string) int { return dht.SlotOf(coll, id, n.slotC
 func (n *Node) now() int64 { return n.cfg.Clock().UnixMilli() }
 
 // liveCollection returns a collection that can take jobs.
-func (n *Node) liveCollection(name string) (*raftfsm.Collection, *raftfsm.MetaState, error) {
+func (n *Node) liveCollection(ctx context.Context, name string) (*raftfsm.Collection, *raftfsm.MetaState, error) {
 	st := n.meta.State()
 	c, ok := st.Collection(name)
+	if !ok {
+		// This node's copy of the meta state may trail a change made
+		// through another node a moment ago: catch up before saying no.
+		st = n.catchUpMeta(ctx)
+		c, ok = st.Collection(name)
+	}
 	if !ok {
 		return nil, nil, httpapi.NotFound("collection %q does not exist; create it with PUT /v1/collections/%s", name, name)
 	}
@@ -69,6 +77,41 @@ func (n *Node) liveCollection(name string) (*raftfsm.Collection, *raftfsm.MetaSt
 	return c, st, nil
 }
 
+// routesKnown reports whether every route the inputs name is known.
+func routesKnown(st *raftfsm.MetaState, in []httpapi.JobInput) bool {
+	for i := range in {
+		if r := in[i].Spec.Route; r != "" && in[i].Err == nil {
+			if _, ok := st.Route(r); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// catchUpMeta waits (at most a second) until this node's meta state has
+// applied everything the meta leader has committed, and returns it.
+func (n *Node) catchUpMeta(ctx context.Context) *raftfsm.MetaState {
+	if n.meta.IsLeader() {
+		return n.meta.State()
+	}
+	_, addr := n.meta.Leader()
+	if addr == "" {
+		return n.meta.State()
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	body, err := n.rpc.Call(ctx, addr, mMetaStatus, nil)
+	if err != nil {
+		return n.meta.State()
+	}
+	var ls slot.GroupStatus
+	if json.Unmarshal(body, &ls) == nil {
+		n.waitMeta(ctx, ls.CommitIndex)
+	}
+	return n.meta.State()
+}
+
 func routeMissing(name string) *httpapi.Error {
 	return httpapi.NotFound("route %q does not exist; create it with PUT /v1/routes/%s", name, name)
 }
@@ -76,9 +119,12 @@ func routeMissing(name string) *httpapi.Error {
 // CreateJobs implements httpapi.Backend. Jobs are grouped by slot and each
 // slot's group goes to its leader as one proposal; slots commit in parallel.
 func (n *Node) CreateJobs(ctx context.Context, coll string, in []httpapi.JobInput) ([]httpapi.JobResult, error) {
-	_, st, err := n.liveCollection(coll)
+	_, st, err := n.liveCollection(ctx, coll)
 	if err != nil {
 		return nil, err
+	}
+	if !routesKnown(st, in) {
+		st = n.catchUpMeta(ctx)
 	}
 	out := make([]httpapi.JobResult, len(in))
 	now := n.now()
@@ -132,11 +178,14 @@ func (n *Node) CreateJobs(ctx context.Context, coll string, in []httpapi.JobInpu
 
 // UpsertJob implements httpapi.Backend.
 func (n *Node) UpsertJob(ctx context.Context, coll, id string, spec raftfsm.JobSpec, ifMatch uint64) (raftfsm.Result, error) {
-	_, st, err := n.liveCollection(coll)
+	_, st, err := n.liveCollection(ctx, coll)
 	if err != nil {
 		return raftfsm.Result{}, err
 	}
 	if spec.Route != "" {
+		if _, ok := st.Route(spec.Route); !ok {
+			st = n.catchUpMeta(ctx)
+		}
 		if _, ok := st.Route(spec.Route); !ok {
 			return raftfsm.Result{}, routeMissing(spec.Route)
 		}

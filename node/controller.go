@@ -150,9 +150,10 @@ func (n *Node) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 }
 
 // eligible lists the nodes that may hold replicas: alive ones, and failed
-// ones still inside the failure grace period (they may come back, and
-// copying a slot is expensive). Draining, left and long-failed nodes are
-// not eligible: their replicas are re-created elsewhere.
+// or departed ones still inside the failure grace period (a node stopped
+// with SIGTERM for a restart leaves the gossip, and copying its slots away
+// would be wasted work). Draining nodes and nodes gone for longer than the
+// grace period are not eligible: their replicas are re-created elsewhere.
 func (n *Node) eligible(st *raftfsm.MetaState) []string {
 	now := n.now()
 	var out []string
@@ -160,7 +161,7 @@ func (n *Node) eligible(st *raftfsm.MetaState) []string {
 		switch nd.Status {
 		case raftfsm.NodeAlive:
 			out = append(out, nd.ID)
-		case raftfsm.NodeFailed:
+		case raftfsm.NodeFailed, raftfsm.NodeLeft:
 			if time.Duration(now-nd.Since)*time.Millisecond < n.cfg.FailureGrace {
 				out = append(out, nd.ID)
 			}

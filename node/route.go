@@ -13,6 +13,9 @@ import (
 	"github.com/timemachine-db/timemachine/slot"
 )
 
+// errMetaUnavailable: the meta group has no reachable leader.
+var errMetaUnavailable = errors.New("the cluster's meta group has no leader right now (an election is in progress, or a majority of its voters is down)")
+
 // forwardTimeout bounds how long a request looks for a slot's leader
 // (through an election, say) before it is answered 503.
 const forwardTimeout = 5 * time.Second
@@ -193,7 +196,7 @@ func (n *Node) proposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]raft
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
-				return nil, slot.ErrNotLeader
+				return nil, errMetaUnavailable
 			case <-time.After(50 * time.Millisecond):
 			}
 		}

@@ -81,8 +81,10 @@ func (m *MetaReplica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]raftf
 	return m.writes.propose(ctx, enc)
 }
 
-// Applied is the meta state's applied raft index.
-func (m *MetaReplica) Applied() uint64 { return m.fsm.State().Index }
+// Applied is the meta replica's applied raft index (commands, and also
+// the no-op and configuration entries that never reach the state machine,
+// so it is comparable with another replica's commit index).
+func (m *MetaReplica) Applied() uint64 { return m.g.raft.AppliedIndex() }
 
 // HasState reports whether this replica has any raft state (it was
 // bootstrapped or has been added to the group before).

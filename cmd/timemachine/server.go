@@ -53,6 +53,7 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 1, "form the cluster when this many nodes have met")
 	f.IntVar(&cfg.Slots, "slots", 0, "hash slots, fixed when the cluster forms (default 12)")
 	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas per slot (default min(3, nodes))")
+	f.DurationVar(&cfg.FailureGrace, "failure-grace", 30*time.Second, "how long a failed node keeps its replicas before they are re-created on other nodes")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&cfg.RaftLogLevel, "raft-log-level", "warn", "log level of the raft library (trace, debug, info, warn, error)")

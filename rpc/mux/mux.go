@@ -28,8 +28,9 @@ const headerLen = 4
 // header, so a stray client cannot pin a goroutine.
 const headerTimeout = 10 * time.Second
 
-// ErrClosed is returned by Accept after the listener closed.
-var ErrClosed = errors.New("mux: listener closed")
+// ErrClosed is returned by Accept after the listener closed. It wraps
+// net.ErrClosed so ordinary accept loops recognise it.
+var ErrClosed = fmt.Errorf("mux: listener closed: %w", net.ErrClosed)
 
 type route struct {
 	proto byte
@@ -130,20 +131,33 @@ func (m *Mux) unregister(l *Listener) {
 	m.mu.Unlock()
 }
 
-// Close stops accepting and closes the shared listener.
+// Close stops accepting, closes the shared listener and every registered
+// listener (so their Accept returns ErrClosed).
 func (m *Mux) Close() error {
 	var err error
 	m.once.Do(func() {
 		close(m.done)
 		err = m.ln.Close()
 		m.wg.Wait()
+		m.mu.Lock()
+		subs := make([]*Listener, 0, len(m.subs))
+		for _, l := range m.subs {
+			subs = append(subs, l)
+		}
+		m.mu.Unlock()
+		for _, l := range subs {
+			_ = l.Close()
+		}
 	})
 	return err
 }
 
 // Dial connects to a peer's mux and sends the header for (proto, group).
+// TCP keepalives are short so a peer that vanished without a reset (power
+// loss, a real partition) is noticed in seconds, not minutes.
 func Dial(addr string, proto byte, group uint16, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+	d := net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
