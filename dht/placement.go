@@ -497,3 +497,15 @@ func (p *planner) result() []Assignment {
 	}
 	return out
 }
+
+// SpreadLeaders is Repair followed by reordering replicas within slots so
+// that preferred leaders per node differ by at most one where possible. It
+// never moves a replica (reordering is not a move), so it is what the
+// controller runs continuously: a node that comes back after its replicas
+// were re-created elsewhere is re-added as the last replica of the slots it
+// gets, and without this it would never lead anything again.
+func SpreadLeaders(current []Assignment, slots int, eligible []string, rf int) []Assignment {
+	p := newPlanner(current, slots, eligible, rf).repair()
+	p.balanceLeaders(func(s int) []int { return p.reps[s] })
+	return p.result()
+}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,7 +66,10 @@ func (n *Node) liveCollection(ctx context.Context, name string) (*raftfsm.Collec
 	if !ok {
 		// This node's copy of the meta state may trail a change made
 		// through another node a moment ago: catch up before saying no.
-		st = n.catchUpMeta(ctx)
+		var err error
+		if st, err = n.catchUpMeta(ctx); err != nil {
+			return nil, nil, err
+		}
 		c, ok = st.Collection(name)
 	}
 	if !ok {
@@ -89,27 +93,53 @@ func routesKnown(st *raftfsm.MetaState, in []httpapi.JobInput) bool {
 	return true
 }
 
-// catchUpMeta waits (at most a second) until this node's meta state has
-// applied everything the meta leader has committed, and returns it.
-func (n *Node) catchUpMeta(ctx context.Context) *raftfsm.MetaState {
+// errMetaBehind: this node cannot tell whether a collection or route
+// exists, because its copy of the meta state is not current (it is
+// starting, or cut off from the meta leader). Answering 404 then would be
+// a lie a client would act on; 503 makes it retry.
+var errMetaBehind = httpapi.Unavailable(retrySoon, "this node is still loading the cluster's configuration (collections, routes); retry shortly")
+
+// catchUpMeta waits (at most two seconds) until this node's meta state has
+// applied everything the meta leader had applied when asked, and returns
+// it; it fails when that cannot be established.
+func (n *Node) catchUpMeta(ctx context.Context) (*raftfsm.MetaState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := n.meta.WaitCaughtUp(ctx); err != nil {
+		return nil, errMetaBehind
+	}
 	if n.meta.IsLeader() {
-		return n.meta.State()
+		return n.meta.State(), nil
 	}
 	_, addr := n.meta.Leader()
 	if addr == "" {
-		return n.meta.State()
+		return nil, errMetaBehind
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	body, err := n.rpc.Call(ctx, addr, mMetaStatus, nil)
+	body, err := n.rpc.Call(ctx, addr, mMetaIndex, nil)
+	if err != nil || len(body) != 8 {
+		return nil, errMetaBehind
+	}
+	n.waitMeta(ctx, binary.BigEndian.Uint64(body))
+	if ctx.Err() != nil {
+		return nil, errMetaBehind
+	}
+	return n.meta.State(), nil
+}
+
+// knownCollection returns a collection (deleting or not), catching up with
+// the meta leader before answering that it does not exist.
+func (n *Node) knownCollection(ctx context.Context, name string) (*raftfsm.Collection, error) {
+	if c, ok := n.meta.State().Collection(name); ok {
+		return c, nil
+	}
+	st, err := n.catchUpMeta(ctx)
 	if err != nil {
-		return n.meta.State()
+		return nil, err
 	}
-	var ls slot.GroupStatus
-	if json.Unmarshal(body, &ls) == nil {
-		n.waitMeta(ctx, ls.CommitIndex)
+	if c, ok := st.Collection(name); ok {
+		return c, nil
 	}
-	return n.meta.State()
+	return nil, httpapi.NotFound("collection %q does not exist", name)
 }
 
 func routeMissing(name string) *httpapi.Error {
@@ -124,7 +154,9 @@ func (n *Node) CreateJobs(ctx context.Context, coll string, in []httpapi.JobInpu
 		return nil, err
 	}
 	if !routesKnown(st, in) {
-		st = n.catchUpMeta(ctx)
+		if st, err = n.catchUpMeta(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]httpapi.JobResult, len(in))
 	now := n.now()
@@ -184,7 +216,9 @@ func (n *Node) UpsertJob(ctx context.Context, coll, id string, spec raftfsm.JobS
 	}
 	if spec.Route != "" {
 		if _, ok := st.Route(spec.Route); !ok {
-			st = n.catchUpMeta(ctx)
+			if st, err = n.catchUpMeta(ctx); err != nil {
+				return raftfsm.Result{}, err
+			}
 		}
 		if _, ok := st.Route(spec.Route); !ok {
 			return raftfsm.Result{}, routeMissing(spec.Route)
@@ -208,8 +242,8 @@ func (n *Node) UpsertJob(ctx context.Context, coll, id string, spec raftfsm.JobS
 
 // GetJob implements httpapi.Backend.
 func (n *Node) GetJob(ctx context.Context, coll, id string) (*raftfsm.Job, error) {
-	if _, ok := n.meta.State().Collection(coll); !ok {
-		return nil, httpapi.NotFound("collection %q does not exist", coll)
+	if _, err := n.knownCollection(ctx, coll); err != nil {
+		return nil, err
 	}
 	j, ok, err := n.getJob(ctx, n.slotOf(coll, id), coll, id)
 	if err != nil {
@@ -223,8 +257,8 @@ func (n *Node) GetJob(ctx context.Context, coll, id string) (*raftfsm.Job, error
 
 // DeleteJob implements httpapi.Backend.
 func (n *Node) DeleteJob(ctx context.Context, coll, id string) error {
-	if _, ok := n.meta.State().Collection(coll); !ok {
-		return httpapi.NotFound("collection %q does not exist", coll)
+	if _, err := n.knownCollection(ctx, coll); err != nil {
+		return err
 	}
 	res, err := n.proposeSlot(ctx, n.slotOf(coll, id), &raftfsm.Delete{Coll: coll, ID: id})
 	if err != nil {
@@ -241,8 +275,8 @@ func (n *Node) DeleteJob(ctx context.Context, coll, id string) error {
 // scan budget) bounds how far the merged page can go, so the next cursor
 // never skips a job.
 func (n *Node) ListJobs(ctx context.Context, q raftfsm.ListQuery) ([]*raftfsm.Job, *raftfsm.ListPos, error) {
-	if _, ok := n.meta.State().Collection(q.Coll); !ok {
-		return nil, nil, httpapi.NotFound("collection %q does not exist", q.Coll)
+	if _, err := n.knownCollection(ctx, q.Coll); err != nil {
+		return nil, nil, err
 	}
 	pages := make([]raftfsm.ListPage, n.slotCount())
 	errs := make([]error, n.slotCount())
@@ -312,6 +346,13 @@ func (n *Node) PutCollection(ctx context.Context, c raftfsm.Collection) (bool, e
 // GetCollection implements httpapi.Backend.
 func (n *Node) GetCollection(ctx context.Context, name string) (*raftfsm.Collection, error) {
 	c, ok := n.meta.State().Collection(name)
+	if !ok {
+		st, err := n.catchUpMeta(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c, ok = st.Collection(name)
+	}
 	if !ok {
 		return nil, httpapi.NotFound("collection %q does not exist", name)
 	}
@@ -410,6 +451,13 @@ func (n *Node) PutRoute(ctx context.Context, r raftfsm.Route) (bool, error) {
 // GetRoute implements httpapi.Backend.
 func (n *Node) GetRoute(ctx context.Context, name string) (*raftfsm.Route, error) {
 	r, ok := n.meta.State().Route(name)
+	if !ok {
+		st, err := n.catchUpMeta(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r, ok = st.Route(name)
+	}
 	if !ok {
 		return nil, httpapi.NotFound("route %q does not exist", name)
 	}

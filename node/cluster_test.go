@@ -162,11 +162,10 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() err
 
 // receiver records callbacks.
 type receiver struct {
-	srv  *http.Server
-	url  string
-	mu   sync.Mutex
-	got  map[string][]time.Time
-	trig map[string]int64
+	srv *http.Server
+	url string
+	mu  sync.Mutex
+	got map[string][]time.Time
 }
 
 func newReceiver(t *testing.T) *receiver {

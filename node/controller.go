@@ -200,13 +200,14 @@ func sameReplicas(a, b []string) bool {
 	return true
 }
 
-// placeSlots commits dht.Repair's placement where it differs.
+// placeSlots commits the placement dht.SpreadLeaders computes (Repair's
+// minimal moves, with preferred leaders spread) where it differs.
 func (n *Node) placeSlots(ctx context.Context, st *raftfsm.MetaState) {
 	elig := n.eligible(st)
 	if len(elig) == 0 {
 		return
 	}
-	desired := dht.Repair(assignments(st), st.SlotCount, elig, st.ReplicationFactor)
+	desired := dht.SpreadLeaders(assignments(st), st.SlotCount, elig, st.ReplicationFactor)
 	n.commitPlacement(ctx, st, desired)
 }
 
@@ -263,8 +264,8 @@ func (n *Node) stepMetaMembership(st *raftfsm.MetaState) {
 			non = append(non, id)
 		}
 	}
-	vm, ok1 := n.members4(voters, st)
-	nm, ok2 := n.members4(non, st)
+	vm, ok1 := n.membersOf(voters, st)
+	nm, ok2 := n.membersOf(non, st)
 	if !ok1 || !ok2 {
 		return
 	}

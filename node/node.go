@@ -258,7 +258,14 @@ func (n *Node) Close() error {
 				n.log.Warn("http shutdown", "error", e)
 			}
 			cancel()
-			<-n.serveDone
+			// A stop that arrives before the server took its listener
+			// would leave Serve waiting forever: close the listener too.
+			_ = n.httpLn.Close()
+			select {
+			case <-n.serveDone:
+			case <-time.After(5 * time.Second):
+				n.log.Warn("http server did not stop in time; going on")
+			}
 		}
 		close(n.stop)
 		if n.meta != nil {

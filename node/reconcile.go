@@ -94,7 +94,7 @@ func (n *Node) openExisting() {
 	}
 }
 
-func (n *Node) members4(ids []string, st *raftfsm.MetaState) ([]slot.Member, bool) {
+func (n *Node) membersOf(ids []string, st *raftfsm.MetaState) ([]slot.Member, bool) {
 	out := make([]slot.Member, 0, len(ids))
 	for _, id := range ids {
 		addr := ""
@@ -134,7 +134,7 @@ func (n *Node) openReplica(s int, e raftfsm.SlotEntry, st *raftfsm.MetaState) {
 	// Only the placement the cluster formed with bootstraps a group; later
 	// replicas start empty and are added by the slot's leader.
 	if e.Epoch == 1 {
-		members, ok := n.members4(e.Replicas, st)
+		members, ok := n.membersOf(e.Replicas, st)
 		if ok {
 			servers := make([]raft.Server, len(members))
 			for i, m := range members {
@@ -203,7 +203,7 @@ func (n *Node) maybeRetire(s int, r *slot.Replica) {
 
 // stepMembership takes the next membership step of a slot this node leads.
 func (n *Node) stepMembership(s int, r *slot.Replica, e raftfsm.SlotEntry, st *raftfsm.MetaState) {
-	voters, ok := n.members4(e.Replicas, st)
+	voters, ok := n.membersOf(e.Replicas, st)
 	if !ok || len(voters) == 0 {
 		return
 	}

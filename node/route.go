@@ -231,9 +231,12 @@ func (n *Node) proposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]raft
 	}
 }
 
-// waitMeta waits (briefly) until the local meta state has applied index.
+// waitMeta waits (briefly) until the local meta state has applied the
+// command at index. It watches the state machine's own index, not raft's
+// applied index: raft advances that when it hands entries to the state
+// machine, a moment before they are applied.
 func (n *Node) waitMeta(ctx context.Context, index uint64) {
-	for n.meta.Applied() < index {
+	for n.meta.State().Index < index {
 		select {
 		case <-ctx.Done():
 			return

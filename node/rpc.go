@@ -25,6 +25,7 @@ const (
 	mMetaStatus  peer.Method = 8  // → JSON slot.GroupStatus of the meta replica
 	mCompact     peer.Method = 9  // → JSON httpapi.CompactResult
 	mHasState    peer.Method = 10 // → JSON hasStateReply
+	mMetaIndex   peer.Method = 11 // → u64: the meta state's applied index on this node
 )
 
 // Error codes carried in peer.RemoteError.Code.
@@ -160,7 +161,7 @@ func (n *Node) handleRPC(ctx context.Context, m peer.Method, body []byte) ([]byt
 			id, _ := n.meta.Leader()
 			return nil, remoteErr(err, id)
 		}
-		return append(binary.BigEndian.AppendUint64(nil, n.meta.Applied()), raftfsm.EncodeResults(res)...), nil
+		return append(binary.BigEndian.AppendUint64(nil, n.meta.State().Index), raftfsm.EncodeResults(res)...), nil
 	case mGetJob:
 		s, rest, err := splitSlot(body)
 		if err != nil {
@@ -237,6 +238,12 @@ func (n *Node) handleRPC(ctx context.Context, m peer.Method, body []byte) ([]byt
 		return json.Marshal(n.meta.Status())
 	case mCompact:
 		return json.Marshal(n.compactLocal(ctx))
+	case mMetaIndex:
+		if !n.meta.IsLeader() {
+			id, _ := n.meta.Leader()
+			return nil, &peer.RemoteError{Code: codeNotLeader, Message: id}
+		}
+		return binary.BigEndian.AppendUint64(nil, n.meta.State().Index), nil
 	case mHasState:
 		has, _ := n.meta.HasState()
 		return json.Marshal(hasStateReply{MetaState: has, Formed: n.meta.State().Formed()})

@@ -61,12 +61,19 @@ func (n *Node) viewLoop() {
 }
 
 // cachedView returns the last view if it is fresh enough, else refreshes.
+// This node's own part is always read fresh: it costs nothing and keeps a
+// single node's /v1/cluster exactly in step with its /readyz.
 func (n *Node) cachedView(ctx context.Context, maxAge time.Duration) viewSnapshot {
 	n.view.mu.Lock()
 	if time.Since(n.view.at) < maxAge {
-		v := viewSnapshot{at: n.view.at, nodes: n.view.nodes}
+		nodes := make(map[string]nodeStatus, len(n.view.nodes))
+		for k, v := range n.view.nodes {
+			nodes[k] = v
+		}
+		at := n.view.at
 		n.view.mu.Unlock()
-		return v
+		nodes[n.id.NodeID] = n.localStatus()
+		return viewSnapshot{at: at, nodes: nodes}
 	}
 	n.view.mu.Unlock()
 	return n.refreshView(ctx)

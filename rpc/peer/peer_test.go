@@ -114,7 +114,7 @@ func TestLargeBody(t *testing.T) {
 func TestConcurrentCallsOnTwoConns(t *testing.T) {
 	ts := startServer(t, "127.0.0.1:0", func(_ context.Context, m Method, b []byte) ([]byte, error) {
 		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond) // shuffle completion order
-		return echo(nil, m, b)
+		return echo(context.Background(), m, b)
 	})
 	var dials atomic.Int32
 	c := newClient(t, ClientOptions{ConnsPerPeer: 2, Dial: func(addr string, to time.Duration) (net.Conn, error) {
@@ -372,7 +372,7 @@ func TestOversizedFrames(t *testing.T) {
 		if m == 1 {
 			return make([]byte, MaxBodySize+1), nil
 		}
-		return echo(nil, m, b)
+		return echo(context.Background(), m, b)
 	})
 	c := newClient(t, ClientOptions{ConnsPerPeer: 1})
 
