@@ -149,6 +149,7 @@ type Replica struct {
 	active         atomic.Pointer[scheduler]
 	proposedOffset atomic.Int64
 	lastOffset     atomic.Int64
+	lastOffsetAt   atomic.Int64
 	snapBytes      atomic.Uint64
 
 	stopMaint chan struct{}
@@ -450,14 +451,25 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *raftfsm.Job) 
 
 // offsetCmd rides along with every outcome entry: the scheduler's cursor
 // as the proposed offset (the FSM clamps it to the first live due entry).
+// It is rate-limited: advancing costs the FSM an iterator over the head of
+// the due index, and a lagging offset only means a new leader walks a few
+// more tombstones.
 func (r *Replica) offsetCmd() [][]byte {
 	o := r.proposedOffset.Load()
 	if o == 0 || o == r.lastOffset.Load() {
 		return nil
 	}
+	now := time.Now().UnixNano()
+	if last := r.lastOffsetAt.Load(); now-last < int64(offsetEvery) {
+		return nil
+	}
+	r.lastOffsetAt.Store(now)
 	r.lastOffset.Store(o)
 	return [][]byte{raftfsm.EncodeOne(&raftfsm.AdvanceOffset{Offset: o})}
 }
+
+// offsetEvery is the least time between two offset proposals.
+const offsetEvery = 200 * time.Millisecond
 
 // maintain runs leader-only upkeep: retention of finished jobs and offset
 // advance when no outcome carried it.

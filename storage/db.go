@@ -40,7 +40,7 @@ func Open(dir string, o Options) (*DB, error) {
 		o.CacheBytes = 128 << 20
 	}
 	if o.MemTableBytes == 0 {
-		o.MemTableBytes = 64 << 20
+		o.MemTableBytes = 32 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
