@@ -42,6 +42,11 @@ type logWrite struct {
 	done chan error
 }
 
+// The file has two buckets shared by every group: "logs", keyed
+// group name | 0x00 | index (8 bytes, big-endian), and "conf" (raft's stable
+// store), keyed group name | 0x00 | key. One flat bucket per kind instead of
+// a bucket per group keeps a commit that carries appends of many slots down
+// to the leaf pages it really changes.
 var (
 	bucketLogs = []byte("logs")
 	bucketConf = []byte("conf")
@@ -71,6 +76,16 @@ func OpenRaftLogDB(path string, log *slog.Logger) (*RaftLogDB, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open raft log %s: %w (another process may be using this data directory; a corrupt file can be moved aside and the node's replicas re-created from their peers)", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketLogs); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(bucketConf)
+		return err
+	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("prepare raft log %s: %w", path, err)
 	}
 	d := &RaftLogDB{db: db, path: path, log: log, reqs: make(chan *logWrite, 4096), stop: make(chan struct{})}
 	d.wg.Add(1)
@@ -150,32 +165,25 @@ func (d *RaftLogDB) update(fn func(tx *bolt.Tx) error) error {
 	return <-w.done
 }
 
-// Group returns the log and stable store of one raft group, creating its
-// bucket if needed.
+// Group returns the log and stable store of one raft group.
 func (d *RaftLogDB) Group(name string) (*GroupLog, error) {
-	key := []byte(name)
-	err := d.update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(key)
-		if err != nil {
-			return err
-		}
-		if _, err := b.CreateBucketIfNotExists(bucketLogs); err != nil {
-			return err
-		}
-		_, err = b.CreateBucketIfNotExists(bucketConf)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("raft log of %s: %w", name, err)
+	if name == "" || bytes.IndexByte([]byte(name), 0) >= 0 {
+		return nil, fmt.Errorf("raft log group name %q: must be non-empty and without NUL bytes", name)
 	}
-	return &GroupLog{d: d, name: key}, nil
+	return &GroupLog{d: d, prefix: append([]byte(name), 0)}, nil
 }
 
 // DropGroup deletes a group's log and stable state (a removed replica).
 func (d *RaftLogDB) DropGroup(name string) error {
+	prefix := append([]byte(name), 0)
 	err := d.update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
-			return err
+		for _, bn := range [][]byte{bucketLogs, bucketConf} {
+			c := tx.Bucket(bn).Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -211,8 +219,8 @@ func (d *RaftLogDB) Close() error {
 // GroupLog is one raft group's raft.LogStore and raft.StableStore inside
 // the shared file.
 type GroupLog struct {
-	d    *RaftLogDB
-	name []byte
+	d      *RaftLogDB
+	prefix []byte // group name | 0x00
 }
 
 var (
@@ -220,26 +228,29 @@ var (
 	_ raft.StableStore = (*GroupLog)(nil)
 )
 
-func (g *GroupLog) bucket(tx *bolt.Tx, sub []byte) (*bolt.Bucket, error) {
-	b := tx.Bucket(g.name)
-	if b == nil {
-		return nil, fmt.Errorf("raft log of %s was dropped", g.name)
-	}
-	return b.Bucket(sub), nil
+func (g *GroupLog) key(dst []byte, suffix []byte) []byte {
+	dst = append(dst[:0], g.prefix...)
+	return append(dst, suffix...)
 }
 
-func indexKey(i uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), i) }
+func (g *GroupLog) indexKey(i uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(g.prefix)+8), g.prefix...), i)
+}
+
+func (g *GroupLog) indexOf(k []byte) (uint64, bool) {
+	if !bytes.HasPrefix(k, g.prefix) || len(k) != len(g.prefix)+8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[len(g.prefix):]), true
+}
 
 // FirstIndex implements raft.LogStore.
 func (g *GroupLog) FirstIndex() (uint64, error) {
 	var idx uint64
 	err := g.d.db.View(func(tx *bolt.Tx) error {
-		b, err := g.bucket(tx, bucketLogs)
-		if err != nil {
-			return err
-		}
-		if k, _ := b.Cursor().First(); k != nil {
-			idx = binary.BigEndian.Uint64(k)
+		k, _ := tx.Bucket(bucketLogs).Cursor().Seek(g.prefix)
+		if i, ok := g.indexOf(k); ok {
+			idx = i
 		}
 		return nil
 	})
@@ -250,12 +261,16 @@ func (g *GroupLog) FirstIndex() (uint64, error) {
 func (g *GroupLog) LastIndex() (uint64, error) {
 	var idx uint64
 	err := g.d.db.View(func(tx *bolt.Tx) error {
-		b, err := g.bucket(tx, bucketLogs)
-		if err != nil {
-			return err
+		c := tx.Bucket(bucketLogs).Cursor()
+		end := append(append([]byte(nil), g.prefix[:len(g.prefix)-1]...), 1) // the first key after the group's
+		k, _ := c.Seek(end)
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
 		}
-		if k, _ := b.Cursor().Last(); k != nil {
-			idx = binary.BigEndian.Uint64(k)
+		if i, ok := g.indexOf(k); ok {
+			idx = i
 		}
 		return nil
 	})
@@ -265,11 +280,7 @@ func (g *GroupLog) LastIndex() (uint64, error) {
 // GetLog implements raft.LogStore.
 func (g *GroupLog) GetLog(index uint64, out *raft.Log) error {
 	return g.d.db.View(func(tx *bolt.Tx) error {
-		b, err := g.bucket(tx, bucketLogs)
-		if err != nil {
-			return err
-		}
-		v := b.Get(indexKey(index))
+		v := tx.Bucket(bucketLogs).Get(g.indexKey(index))
 		if v == nil {
 			return raft.ErrLogNotFound
 		}
@@ -286,14 +297,11 @@ func (g *GroupLog) StoreLogs(logs []*raft.Log) error {
 	keys := make([][]byte, len(logs))
 	vals := make([][]byte, len(logs))
 	for i, l := range logs {
-		keys[i] = indexKey(l.Index)
+		keys[i] = g.indexKey(l.Index)
 		vals[i] = encodeLog(l)
 	}
 	return g.d.update(func(tx *bolt.Tx) error {
-		b, err := g.bucket(tx, bucketLogs)
-		if err != nil {
-			return err
-		}
+		b := tx.Bucket(bucketLogs)
 		for i := range keys {
 			if err := b.Put(keys[i], vals[i]); err != nil {
 				return err
@@ -306,13 +314,9 @@ func (g *GroupLog) StoreLogs(logs []*raft.Log) error {
 // DeleteRange implements raft.LogStore.
 func (g *GroupLog) DeleteRange(min, max uint64) error {
 	return g.d.update(func(tx *bolt.Tx) error {
-		b, err := g.bucket(tx, bucketLogs)
-		if err != nil {
-			return err
-		}
-		c := b.Cursor()
-		maxKey := indexKey(max)
-		for k, _ := c.Seek(indexKey(min)); k != nil && bytes.Compare(k, maxKey) <= 0; k, _ = c.Next() {
+		c := tx.Bucket(bucketLogs).Cursor()
+		maxKey := g.indexKey(max)
+		for k, _ := c.Seek(g.indexKey(min)); k != nil && bytes.Compare(k, maxKey) <= 0; k, _ = c.Next() {
 			if err := c.Delete(); err != nil {
 				return err
 			}
@@ -323,13 +327,9 @@ func (g *GroupLog) DeleteRange(min, max uint64) error {
 
 // Set implements raft.StableStore.
 func (g *GroupLog) Set(k, v []byte) error {
-	k, v = append([]byte(nil), k...), append([]byte(nil), v...)
+	key, v := g.key(nil, k), append([]byte(nil), v...)
 	return g.d.update(func(tx *bolt.Tx) error {
-		b, err := g.bucket(tx, bucketConf)
-		if err != nil {
-			return err
-		}
-		return b.Put(k, v)
+		return tx.Bucket(bucketConf).Put(key, v)
 	})
 }
 
@@ -337,11 +337,7 @@ func (g *GroupLog) Set(k, v []byte) error {
 func (g *GroupLog) Get(k []byte) ([]byte, error) {
 	var out []byte
 	err := g.d.db.View(func(tx *bolt.Tx) error {
-		b, err := g.bucket(tx, bucketConf)
-		if err != nil {
-			return err
-		}
-		v := b.Get(k)
+		v := tx.Bucket(bucketConf).Get(g.key(nil, k))
 		if v == nil {
 			return ErrKeyNotFound
 		}
@@ -352,7 +348,9 @@ func (g *GroupLog) Get(k []byte) ([]byte, error) {
 }
 
 // SetUint64 implements raft.StableStore.
-func (g *GroupLog) SetUint64(k []byte, v uint64) error { return g.Set(k, indexKey(v)) }
+func (g *GroupLog) SetUint64(k []byte, v uint64) error {
+	return g.Set(k, binary.BigEndian.AppendUint64(nil, v))
+}
 
 // GetUint64 implements raft.StableStore.
 func (g *GroupLog) GetUint64(k []byte) (uint64, error) {
@@ -361,7 +359,7 @@ func (g *GroupLog) GetUint64(k []byte) (uint64, error) {
 		return 0, err
 	}
 	if len(v) != 8 {
-		return 0, fmt.Errorf("raft stable value %q of %s: %d bytes, want 8", k, g.name, len(v))
+		return 0, fmt.Errorf("raft stable value %q of %s: %d bytes, want 8", k, g.prefix[:len(g.prefix)-1], len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
 }
