@@ -31,7 +31,7 @@ type Timing struct {
 var DefaultTiming = Timing{
 	HeartbeatTimeout:   1000 * time.Millisecond,
 	ElectionTimeout:    1000 * time.Millisecond,
-	LeaderLeaseTimeout: 500 * time.Millisecond,
+	LeaderLeaseTimeout: 1000 * time.Millisecond,
 	CommitTimeout:      20 * time.Millisecond,
 }
 
