@@ -205,8 +205,6 @@ func (c *Cluster) others(i int) []int {
 	return out
 }
 
-
-
 // waitAllReady waits until /readyz is 200 on every running node.
 func (c *Cluster) waitAllReady(timeout time.Duration) {
 	c.t.Helper()

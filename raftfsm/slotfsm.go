@@ -402,75 +402,57 @@ func (s *applyState) firedVersion(coll, id string, version uint64) (*Job, bool, 
 	return j, true, nil
 }
 
-func (s *applyState) ack(c *Ack) (Result, error) {
-	j, ok, err := s.firedVersion(c.Coll, c.ID, c.Version)
+// outcome applies one outcome to the fired version of a job: it takes the
+// job's index entries out, lets change edit the job, bumps the version and
+// writes job and indexes back. moveList is set when the change moves the
+// trigger time (the list index is keyed by it).
+func (s *applyState) outcome(coll, id string, version uint64, now int64, moveList bool, change func(j *Job)) (Result, error) {
+	j, ok, err := s.firedVersion(coll, id, version)
 	if err != nil || !ok {
 		return Result{Code: Stale}, err
 	}
-	if err := s.removeIndexes(j, false); err != nil {
+	if err := s.removeIndexes(j, moveList); err != nil {
 		return Result{}, err
 	}
-	j.Status = StatusFailed
-	if c.Success {
-		j.Status = StatusSucceeded
-	}
-	j.Attempts = c.Attempts
-	j.LastError = c.LastError
-	j.FinishedAt = c.Now
-	j.UpdatedAt = c.Now
+	change(j)
+	j.UpdatedAt = now
 	j.Version++
 	if err := s.putJob(j); err != nil {
 		return Result{}, err
 	}
-	if err := s.addIndexes(j, false); err != nil {
+	if err := s.addIndexes(j, moveList); err != nil {
 		return Result{}, err
 	}
 	return Result{Code: OK, Job: j}, nil
+}
+
+func (s *applyState) ack(c *Ack) (Result, error) {
+	return s.outcome(c.Coll, c.ID, c.Version, c.Now, false, func(j *Job) {
+		j.Status = StatusFailed
+		if c.Success {
+			j.Status = StatusSucceeded
+		}
+		j.Attempts = c.Attempts
+		j.LastError = c.LastError
+		j.FinishedAt = c.Now
+	})
 }
 
 func (s *applyState) retry(c *Retry) (Result, error) {
-	j, ok, err := s.firedVersion(c.Coll, c.ID, c.Version)
-	if err != nil || !ok {
-		return Result{Code: Stale}, err
-	}
-	if err := s.removeIndexes(j, false); err != nil {
-		return Result{}, err
-	}
-	j.DueTime = c.NextDue
-	j.Attempts = c.Attempts
-	j.LastError = c.LastError
-	j.UpdatedAt = c.Now
-	j.Version++
-	if err := s.putJob(j); err != nil {
-		return Result{}, err
-	}
-	if err := s.addIndexes(j, false); err != nil {
-		return Result{}, err
-	}
-	return Result{Code: OK, Job: j}, nil
+	return s.outcome(c.Coll, c.ID, c.Version, c.Now, false, func(j *Job) {
+		j.DueTime = c.NextDue
+		j.Attempts = c.Attempts
+		j.LastError = c.LastError
+	})
 }
 
 func (s *applyState) reschedule(c *Reschedule) (Result, error) {
-	j, ok, err := s.firedVersion(c.Coll, c.ID, c.Version)
-	if err != nil || !ok {
-		return Result{Code: Stale}, err
-	}
-	if err := s.removeIndexes(j, true); err != nil {
-		return Result{}, err
-	}
-	j.TriggerTime = c.TriggerTime
-	j.DueTime = c.TriggerTime
-	j.Attempts = 0
-	j.LastError = ""
-	j.UpdatedAt = c.Now
-	j.Version++
-	if err := s.putJob(j); err != nil {
-		return Result{}, err
-	}
-	if err := s.addIndexes(j, true); err != nil {
-		return Result{}, err
-	}
-	return Result{Code: OK, Job: j}, nil
+	return s.outcome(c.Coll, c.ID, c.Version, c.Now, true, func(j *Job) {
+		j.TriggerTime = c.TriggerTime
+		j.DueTime = c.TriggerTime
+		j.Attempts = 0
+		j.LastError = ""
+	})
 }
 
 // advanceOffset moves the offset forward to the proposal, but never past

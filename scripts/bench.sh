@@ -6,7 +6,8 @@
 #
 #   scripts/bench.sh            # all scenarios (a few minutes)
 #   scripts/bench.sh fire       # one scenario: create-batch create-single lateness fire burst
-#   SCALE=1 scripts/bench.sh scale   # 10M pending jobs: RSS, disk, restart time (~5 min, ~2 GB disk)
+#   scripts/bench.sh scale      # 10M pending jobs: RSS, disk, restart time (~5 min, ~2 GB disk)
+#   scripts/bench.sh cluster    # the 3-node scenarios (cluster-create-batch ... cluster-fire)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/timemachine}
@@ -14,16 +15,53 @@ HTTP=${HTTP:-127.0.0.1:18480}
 BIND=${BIND:-127.0.0.1:17480}
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/tm-bench-XXXXXX")
 PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$DIR"; }
+CPIDS=()
+cleanup() {
+  [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+  for p in "${CPIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${CPIDS[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$DIR"
+}
 trap cleanup EXIT
 
+SERF=${SERF:-127.0.0.1:17490}
 start() {
-  "$BIN" server --data-dir "$DIR/data" --http-addr "$HTTP" --bind-addr "$BIND" >"$DIR/server.log" 2>&1 &
+  "$BIN" server --data-dir "$DIR/data" --http-addr "$HTTP" --bind-addr "$BIND" --serf-addr "$SERF" >"$DIR/server.log" 2>&1 &
   PID=$!
   for _ in $(seq 1 200); do curl -sf "http://$HTTP/readyz" >/dev/null && return 0; sleep 0.05; done
   echo "server did not become ready; log:" >&2; cat "$DIR/server.log" >&2; exit 1
 }
 stop() { kill "$PID"; wait "$PID" || true; PID=; }
+
+# A 3-node cluster on loopback (replication factor 3), every node in this
+# machine: ports 1848x (HTTP), 1748x (internal), 1758x (gossip).
+CADDRS=127.0.0.1:18481,127.0.0.1:18482,127.0.0.1:18483
+cluster_stop() {
+  for p in "${CPIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${CPIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  CPIDS=()
+}
+cluster_fresh() {
+  [ -n "$PID" ] && stop
+  cluster_stop
+  rm -rf "$DIR"/c*
+  for i in 1 2 3; do
+    join=(); [ "$i" -gt 1 ] && join=(--join 127.0.0.1:17581)
+    "$BIN" server --node-id "n$i" --data-dir "$DIR/c$i" --http-addr "127.0.0.1:1848$i" --bind-addr "127.0.0.1:1748$i" \
+      --serf-addr "127.0.0.1:1758$i" --bootstrap-expect 3 "${join[@]}" >"$DIR/c$i.log" 2>&1 &
+    CPIDS+=($!)
+  done
+  for i in 1 2 3; do
+    for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:1848$i/readyz" >/dev/null && break; sleep 0.1; done
+  done
+  # Let leadership spread evenly before measuring.
+  for _ in $(seq 1 100); do
+    "$BIN" admin status --addr 127.0.0.1:18481 2>/dev/null | awk '$1 ~ /^n[0-9]$/ && $4 != 4 {bad=1} END {exit bad}' && break
+    sleep 0.2
+  done
+  "$BIN" admin status --addr 127.0.0.1:18481 | sed -n '1,7p'
+}
+cbench() { echo; echo "\$ timemachine bench --addr $CADDRS $*"; "$BIN" bench --addr "$CADDRS" "$@" 2>/dev/null; }
 fresh() { [ -n "$PID" ] && stop; rm -rf "$DIR/data"; start; }
 bench() { echo; echo "\$ timemachine bench $*"; "$BIN" bench --addr "$HTTP" "$@" 2>/dev/null; }
 
@@ -52,6 +90,11 @@ scenario() {
       echo "restart to ready: $(echo "$t1 - $t0" | bc) s"
       echo "rss_bytes after restart: $(curl -s "http://$HTTP/metrics" | awk '/^process_resident_memory_bytes/{print $2}')"
       ;;
+    cluster-create-batch) cluster_fresh; cbench --jobs 300000 --batch 1000 --create-only ;;
+    cluster-create-single) cluster_fresh; cbench --jobs 30000 --concurrency 64 --create-only; cbench --jobs 30000 --concurrency 64 --create-only ;;
+    cluster-lateness) cluster_fresh; cbench --jobs 60000 --window 30s --batch 1000 --lead 5s ;;
+    cluster-fire) cluster_fresh; cbench --jobs 150000 --window 10s --batch 1000 --lead 8s ;;
+    cluster) for c in cluster-create-batch cluster-create-single cluster-lateness cluster-fire; do echo; echo "== $c"; scenario "$c"; done ;;
     *) echo "unknown scenario $1" >&2; exit 2 ;;
   esac
 }

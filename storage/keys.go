@@ -186,18 +186,7 @@ func CollectionListSpan(slot int, coll string) (lower, upper []byte) {
 
 // DecodeListKey returns the trigger time and id of a list key.
 func DecodeListKey(key []byte) (coll string, trigger int64, id string, err error) {
-	_, rest, err := splitSlotKey(key, subList)
-	if err != nil {
-		return "", 0, "", err
-	}
-	coll, rest, err = takeColl(rest)
-	if err != nil {
-		return "", 0, "", err
-	}
-	if len(rest) < 9 {
-		return "", 0, "", fmt.Errorf("%w: short list key", ErrBadKey)
-	}
-	return coll, DecodeTime(rest), string(rest[8:]), nil
+	return decodeCollTimeID(key, subList)
 }
 
 // FinishedKey is the key of a finished-index entry.
@@ -222,7 +211,13 @@ func CollectionFinishedSpan(slot int, coll string) (lower, upper []byte) {
 
 // DecodeFinishedKey returns the finished time and id of a finished key.
 func DecodeFinishedKey(key []byte) (coll string, finished int64, id string, err error) {
-	_, rest, err := splitSlotKey(key, subFinished)
+	return decodeCollTimeID(key, subFinished)
+}
+
+// decodeCollTimeID decodes the shared shape of list and finished keys:
+// collection, time, id.
+func decodeCollTimeID(key []byte, sub byte) (coll string, t int64, id string, err error) {
+	_, rest, err := splitSlotKey(key, sub)
 	if err != nil {
 		return "", 0, "", err
 	}
@@ -231,7 +226,7 @@ func DecodeFinishedKey(key []byte) (coll string, finished int64, id string, err 
 		return "", 0, "", err
 	}
 	if len(rest) < 9 {
-		return "", 0, "", fmt.Errorf("%w: short finished key", ErrBadKey)
+		return "", 0, "", fmt.Errorf("%w: short key of kind %#x", ErrBadKey, sub)
 	}
 	return coll, DecodeTime(rest), string(rest[8:]), nil
 }
