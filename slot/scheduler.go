@@ -364,13 +364,13 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 	}
 }
 
-// dispatch fires one job on its own goroutine; the caller holds a pool
-// slot, released as soon as the callback returns. The goroutine lives until
-// the outcome is committed, so a graceful stop can wait for it.
+// dispatch fires one job on a worker goroutine; the caller holds a pool
+// slot, released as soon as the callback returns. The worker stays on the
+// job until the outcome is committed, so a graceful stop can wait for it.
 func (s *scheduler) dispatch(ctx context.Context, it *item, j *raftfsm.Job) {
 	it.inflight = true
 	s.fires.Add(1)
-	go func() {
+	fireWorkers.Go(func() {
 		defer s.fires.Done()
 		cmd := s.r.fire(ctx, it.e, j)
 		<-s.sem
@@ -387,7 +387,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *raftfsm.Job) {
 			return
 		}
 		s.commit(ctx, it.key, cmd)
-	}()
+	})
 }
 
 // commit proposes a fire's outcome. While this replica still leads, a
