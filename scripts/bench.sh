@@ -84,11 +84,16 @@ scenario() {
       curl -s "http://$HTTP/v1/admin/compact" -X POST >/dev/null
       echo "pending: $(curl -s "http://$HTTP/metrics" | awk '/^timemachine_pending_jobs/{s+=$2} END{print s}')"
       echo "rss_bytes: $(curl -s "http://$HTTP/metrics" | awk '/^process_resident_memory_bytes/{print $2}')"
+      echo "peak rss while loading: $(awk '/VmHWM/{print $2, $3}' "/proc/$PID/status")"
       echo "disk: $(du -sb "$DIR/data" | cut -f1) bytes ($(du -sh "$DIR/data" | cut -f1))"
       stop
       t0=$(date +%s.%N); start; t1=$(date +%s.%N)
       echo "restart to ready: $(echo "$t1 - $t0" | bc) s"
       echo "rss_bytes after restart: $(curl -s "http://$HTTP/metrics" | awk '/^process_resident_memory_bytes/{print $2}')"
+      kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=
+      t0=$(date +%s.%N); start; t1=$(date +%s.%N)
+      echo "kill -9, restart to ready: $(echo "$t1 - $t0" | bc) s"
+      echo "pending after kill -9: $(curl -s "http://$HTTP/metrics" | awk '/^timemachine_pending_jobs/{s+=$2} END{print s}')"
       ;;
     cluster-create-batch) cluster_fresh; cbench --jobs 300000 --batch 1000 --create-only ;;
     cluster-create-single) cluster_fresh; cbench --jobs 30000 --concurrency 64 --create-only; cbench --jobs 30000 --concurrency 64 --create-only ;;

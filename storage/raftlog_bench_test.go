@@ -1,0 +1,80 @@
+package storage
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// BenchmarkRaftLogAppend compares the two ways of giving 12 slot groups a
+// durable raft log, each group appending small entries back to back (what
+// a busy slot leader does): one raft-boltdb file per group, and the
+// node's one shared RaftLogDB whose committer folds concurrent appends of
+// all groups into one bolt transaction. ns/entry is wall time per appended
+// entry over all groups; docs/architecture.md explains the choice.
+func BenchmarkRaftLogAppend(b *testing.B) {
+	const groups, perAppend = 12, 4
+	type appender interface {
+		StoreLogs([]*raft.Log) error
+	}
+	run := func(b *testing.B, stores []appender) {
+		data := make([]byte, 120) // about one small job's create command
+		per := b.N/(groups*perAppend) + 1
+		b.ResetTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for g := range stores {
+			wg.Add(1)
+			go func(s appender) {
+				defer wg.Done()
+				idx := uint64(1)
+				for i := 0; i < per; i++ {
+					batch := make([]*raft.Log, perAppend)
+					for k := range batch {
+						batch[k] = &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}
+						idx++
+					}
+					if err := s.StoreLogs(batch); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}(stores[g])
+		}
+		wg.Wait()
+		n := per * groups * perAppend
+		b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(n), "ns/entry")
+	}
+	b.Run("file-per-group", func(b *testing.B) {
+		var stores []appender
+		for g := 0; g < groups; g++ {
+			rs, err := OpenRaftStores(filepath.Join(b.TempDir(), fmt.Sprint(g)), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rs.Close()
+			stores = append(stores, rs.Log)
+		}
+		run(b, stores)
+	})
+	b.Run("shared", func(b *testing.B) {
+		db, err := OpenRaftLogDB(filepath.Join(b.TempDir(), "slots.db"), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		var stores []appender
+		for g := 0; g < groups; g++ {
+			gl, err := db.Group(fmt.Sprintf("slot-%d", g))
+			if err != nil {
+				b.Fatal(err)
+			}
+			stores = append(stores, gl)
+		}
+		run(b, stores)
+	})
+}
