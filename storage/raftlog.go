@@ -35,6 +35,12 @@ type RaftLogDB struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed sync.Once
+
+	// enq is held shared while a write is queued and exclusively by Close
+	// while it sets shut, so no write can be queued after the writer's
+	// last drain (it would wait for an answer forever).
+	enq  sync.RWMutex
+	shut bool
 }
 
 type logWrite struct {
@@ -157,11 +163,14 @@ func (d *RaftLogDB) fail(err error) {
 
 func (d *RaftLogDB) update(fn func(tx *bolt.Tx) error) error {
 	w := &logWrite{fn: fn, done: make(chan error, 1)}
-	select {
-	case d.reqs <- w:
-	case <-d.stop:
+	d.enq.RLock()
+	if d.shut {
+		d.enq.RUnlock()
 		return errLogDBClosed
 	}
+	// The writer runs until shut is set, so a full queue drains.
+	d.reqs <- w
+	d.enq.RUnlock()
 	return <-w.done
 }
 
@@ -206,6 +215,9 @@ func (d *RaftLogDB) Size() int64 {
 func (d *RaftLogDB) Close() error {
 	var err error
 	d.closed.Do(func() {
+		d.enq.Lock()
+		d.shut = true
+		d.enq.Unlock()
 		close(d.stop)
 		d.wg.Wait()
 		d.fail(errLogDBClosed)

@@ -148,3 +148,38 @@ func TestRaftLogDBClosedRefusesWrites(t *testing.T) {
 		t.Fatal("write after close succeeded")
 	}
 }
+
+// Writers racing with Close either commit or get an error; none waits
+// forever for an answer the stopped writer will never give.
+func TestRaftLogDBCloseWithWritersInFlight(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		db, err := OpenRaftLogDB(filepath.Join(t.TempDir(), "slots.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			gl, _ := db.Group(fmt.Sprintf("slot-%d", g))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := uint64(1); ; i++ {
+					if err := gl.StoreLog(&raft.Log{Index: i, Term: 1}); err != nil {
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a writer is still waiting 10 s after Close")
+		}
+	}
+}
