@@ -147,6 +147,24 @@ func (tc *testCluster) restart(i int) {
 	tc.nodes[i] = n
 }
 
+// caughtUp is met when every slot replica on n is open, knows its leader
+// and has applied its log to within 64 entries of the commit index.
+func caughtUp(n *Node) func() error {
+	return func() error {
+		for s := 0; s < n.slotCount(); s++ {
+			r := n.replica(s)
+			if r == nil {
+				return fmt.Errorf("slot %d not open", s)
+			}
+			st := r.Status()
+			if st.Leader == "" || st.Applied+64 < st.CommitIndex {
+				return fmt.Errorf("slot %d: leader %q applied %d commit %d", s, st.Leader, st.Applied, st.CommitIndex)
+			}
+		}
+		return nil
+	}
+}
+
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -346,19 +364,7 @@ func TestClusterLeaderLossAndRejoin(t *testing.T) {
 	tc.restart(vi)
 	tc.waitReady(30 * time.Second)
 	back := tc.nodes[vi]
-	waitUntil(t, 30*time.Second, "the restarted node's replicas catch up", func() error {
-		for s := 0; s < back.slotCount(); s++ {
-			r := back.replica(s)
-			if r == nil {
-				return fmt.Errorf("slot %d not open", s)
-			}
-			st := r.Status()
-			if st.Leader == "" || st.Applied+64 < st.CommitIndex {
-				return fmt.Errorf("slot %d: leader %q applied %d commit %d", s, st.Leader, st.Applied, st.CommitIndex)
-			}
-		}
-		return nil
-	})
+	waitUntil(t, 30*time.Second, "the restarted node's replicas catch up", caughtUp(back))
 	// Leadership spreads back over the three nodes.
 	waitUntil(t, 30*time.Second, "leaders spread again", func() error {
 		for id, c := range tc.leaderCounts() {
@@ -409,19 +415,7 @@ func TestClusterPartitionOneNode(t *testing.T) {
 		t.Fatalf("write on the isolated node took %v to fail", d)
 	}
 	tc.net.Heal()
-	waitUntil(t, 30*time.Second, "the isolated node catches up", func() error {
-		for s := 0; s < iso.slotCount(); s++ {
-			r := iso.replica(s)
-			if r == nil {
-				return fmt.Errorf("slot %d not open", s)
-			}
-			st := r.Status()
-			if st.Leader == "" || st.Applied+64 < st.CommitIndex {
-				return fmt.Errorf("slot %d: leader %q applied %d commit %d", s, st.Leader, st.Applied, st.CommitIndex)
-			}
-		}
-		return nil
-	})
+	waitUntil(t, 30*time.Second, "the isolated node catches up", caughtUp(iso))
 	tc.waitReady(30 * time.Second)
 }
 

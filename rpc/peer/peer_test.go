@@ -355,13 +355,9 @@ func TestDialRefusedIsUnreachable(t *testing.T) {
 // A node reachable on the port but without an RPC server registered (still
 // starting) closes the connection after the mux header.
 func TestNoRPCListenerIsUnreachable(t *testing.T) {
-	m, err := mux.Listen("127.0.0.1:0", quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := listenMux(t)
 	c := newClient(t, ClientOptions{})
-	_, err = c.Call(timeout(t, 5*time.Second), m.Addr().String(), 1, nil)
+	_, err := c.Call(timeout(t, 5*time.Second), m.Addr().String(), 1, nil)
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("got %v, want ErrUnreachable", err)
 	}
@@ -413,11 +409,7 @@ func TestOversizedFrames(t *testing.T) {
 		}
 	})
 	t.Run("client drops a connection announcing a huge frame", func(t *testing.T) {
-		m, err := mux.Listen("127.0.0.1:0", quiet())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
+		m := listenMux(t)
 		l, _ := m.Listen(mux.ProtoRPC, 0)
 		go func() {
 			conn, err := l.Accept()
@@ -435,7 +427,7 @@ func TestOversizedFrames(t *testing.T) {
 			_, _ = io.Copy(io.Discard, conn)
 		}()
 		c2 := newClient(t, ClientOptions{ConnsPerPeer: 1})
-		_, err = c2.Call(timeout(t, 5*time.Second), m.Addr().String(), 1, nil)
+		_, err := c2.Call(timeout(t, 5*time.Second), m.Addr().String(), 1, nil)
 		if !errors.Is(err, ErrUnreachable) || !errors.Is(err, ErrFrameTooLarge) {
 			t.Fatalf("got %v", err)
 		}
@@ -558,11 +550,7 @@ func TestCloseWaitIsBounded(t *testing.T) {
 // A peer that accepts the connection and then goes silent (power loss, a
 // real partition: no reset ever comes) is declared dead by the keepalive.
 func TestSilentPeerIsUnreachable(t *testing.T) {
-	m, err := mux.Listen("127.0.0.1:0", quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := listenMux(t)
 	l, _ := m.Listen(mux.ProtoRPC, 0)
 	var held []net.Conn
 	var mu sync.Mutex
@@ -586,7 +574,7 @@ func TestSilentPeerIsUnreachable(t *testing.T) {
 	}()
 	c := newClient(t, ClientOptions{DeadPeerTimeout: 200 * time.Millisecond})
 	start := time.Now()
-	_, err = c.Call(timeout(t, 30*time.Second), m.Addr().String(), 1, nil)
+	_, err := c.Call(timeout(t, 30*time.Second), m.Addr().String(), 1, nil)
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("got %v, want ErrUnreachable", err)
 	}
@@ -634,4 +622,15 @@ func TestClientClose(t *testing.T) {
 	if _, err := c.Call(timeout(t, time.Second), ts.addr, 1, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("call after Close: %v, want ErrClosed", err)
 	}
+}
+
+// listenMux opens a mux on a free loopback port, closed when the test ends.
+func listenMux(t *testing.T) *mux.Mux {
+	t.Helper()
+	m, err := mux.Listen("127.0.0.1:0", quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
