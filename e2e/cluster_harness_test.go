@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 const (
@@ -324,32 +325,24 @@ func (c *Cluster) mustInfo(i int) clusterInfo {
 	return ci
 }
 
-// pollCluster polls /v1/cluster on the nodes from (every 50 ms) until cond
-// holds on all of them; it returns the time it took, or the last error
-// when the timeout passed.
+// pollCluster polls /v1/cluster on the nodes from until cond holds on all
+// of them; it returns the time it took, or the last error when the timeout
+// passed.
 func (c *Cluster) pollCluster(timeout time.Duration, from []int, cond func(ci clusterInfo) error) (time.Duration, error) {
 	start := time.Now()
-	deadline := start.Add(timeout)
-	for {
-		var err error
+	err := testutil.Poll(timeout, func() error {
 		for _, i := range from {
 			ci, e := c.info(i)
 			if e == nil {
 				e = cond(ci)
 			}
 			if e != nil {
-				err = fmt.Errorf("from %s: %w", c.IDs[i], e)
-				break
+				return fmt.Errorf("from %s: %w", c.IDs[i], e)
 			}
 		}
-		if err == nil {
-			return time.Since(start), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Since(start), err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return time.Since(start), err
 }
 
 // waitCluster is pollCluster that fails the test on timeout.

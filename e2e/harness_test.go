@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 // Bounds shared by the tests. Lateness is generous (CI has 2 cores and the
@@ -624,17 +626,18 @@ func (s *Server) mustGetJob(t testing.TB, coll, id string) Job {
 // waitJob polls the job until cond holds or timeout passes.
 func (s *Server) waitJob(t testing.TB, coll, id string, timeout time.Duration, what string, cond func(Job) bool) Job {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		j, ok := s.getJob(t, coll, id)
-		if ok && cond(j) {
-			return j
+	var j Job
+	var ok bool
+	err := testutil.Poll(timeout, func() error {
+		if j, ok = s.getJob(t, coll, id); ok && cond(j) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s/%s: not %s after %v; last: %+v (found %v)", coll, id, what, timeout, j, ok)
-		}
-		time.Sleep(25 * time.Millisecond)
+		return fmt.Errorf("last: %+v (found %v)", j, ok)
+	})
+	if err != nil {
+		t.Fatalf("job %s/%s: not %s after %v; %v", coll, id, what, timeout, err)
 	}
+	return j
 }
 
 // waitStatus waits until the job has the status.

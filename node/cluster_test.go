@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/internal/faultnet"
+	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/raftfsm"
-	"github.com/timemachine-db/timemachine/rpc/faultnet"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/slot"
 )
@@ -121,7 +122,7 @@ func (tc *testCluster) live() []*Node {
 
 func (tc *testCluster) waitReady(timeout time.Duration) {
 	tc.t.Helper()
-	waitUntil(tc.t, timeout, "every node ready", func() error {
+	testutil.Eventually(tc.t, timeout, "every node ready", func() error {
 		for _, n := range tc.live() {
 			if err := n.Ready(); err != nil {
 				return fmt.Errorf("%s: %w", n.ID(), err)
@@ -163,19 +164,6 @@ func caughtUp(n *Node) func() error {
 		}
 		return nil
 	}
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
 }
 
 // receiver records callbacks.
@@ -257,7 +245,7 @@ func TestClusterFormsForwardsAndFires(t *testing.T) {
 		}
 	}
 	// Leadership spreads: every node leads 4 of the 12 slots.
-	waitUntil(t, 20*time.Second, "leaders spread 4/4/4", func() error {
+	testutil.Eventually(t, 20*time.Second, "leaders spread 4/4/4", func() error {
 		info, _ := tc.nodes[0].Cluster(ctx)
 		for _, nd := range info.Nodes {
 			if nd.SlotsLed != 4 {
@@ -273,7 +261,7 @@ func TestClusterFormsForwardsAndFires(t *testing.T) {
 	if j, err := tc.nodes[0].GetJob(ctx, "default", ids[7]); err != nil || j.TriggerTime != trig {
 		t.Fatalf("read via n1: %+v %v", j, err)
 	}
-	waitUntil(t, 20*time.Second, "all 120 delivered", func() error {
+	testutil.Eventually(t, 20*time.Second, "all 120 delivered", func() error {
 		if c := rcv.count(); c != 120 {
 			return fmt.Errorf("%d delivered", c)
 		}
@@ -331,7 +319,7 @@ func TestClusterLeaderLossAndRejoin(t *testing.T) {
 	killed := time.Now()
 	tc.kill(vi)
 	survivor := tc.live()[0]
-	waitUntil(t, 10*time.Second, "every slot led by a survivor", func() error {
+	testutil.Eventually(t, 10*time.Second, "every slot led by a survivor", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		v := survivor.refreshView(ctx)
@@ -346,7 +334,7 @@ func TestClusterLeaderLossAndRejoin(t *testing.T) {
 	ids2 := createJobs(t, survivor, "default", "after", 60, time.Now().Add(500*time.Millisecond).UnixMilli(), rcv.url)
 	t.Logf("killed %s (leading %d slots); all slots led again after %v", victim, most, failover)
 
-	waitUntil(t, 30*time.Second, "every acknowledged job delivered", func() error {
+	testutil.Eventually(t, 30*time.Second, "every acknowledged job delivered", func() error {
 		if c := rcv.count(); c < len(ids)+len(ids2) {
 			return fmt.Errorf("%d of %d delivered", c, len(ids)+len(ids2))
 		}
@@ -364,9 +352,9 @@ func TestClusterLeaderLossAndRejoin(t *testing.T) {
 	tc.restart(vi)
 	tc.waitReady(30 * time.Second)
 	back := tc.nodes[vi]
-	waitUntil(t, 30*time.Second, "the restarted node's replicas catch up", caughtUp(back))
+	testutil.Eventually(t, 30*time.Second, "the restarted node's replicas catch up", caughtUp(back))
 	// Leadership spreads back over the three nodes.
-	waitUntil(t, 30*time.Second, "leaders spread again", func() error {
+	testutil.Eventually(t, 30*time.Second, "leaders spread again", func() error {
 		for id, c := range tc.leaderCounts() {
 			if c != 4 {
 				return fmt.Errorf("%s leads %d", id, c)
@@ -385,7 +373,7 @@ func TestClusterPartitionOneNode(t *testing.T) {
 	iso := tc.nodes[2]
 	tc.net.Isolate(iso.ID())
 	maj := tc.nodes[0]
-	waitUntil(t, 15*time.Second, "the majority leads every slot", func() error {
+	testutil.Eventually(t, 15*time.Second, "the majority leads every slot", func() error {
 		v := maj.refreshView(context.Background())
 		for s := 0; s < maj.slotCount(); s++ {
 			l := v.leaderOf(s)
@@ -397,7 +385,7 @@ func TestClusterPartitionOneNode(t *testing.T) {
 	})
 	trig := time.Now().Add(time.Second).UnixMilli()
 	ids := createJobs(t, maj, "default", "part", 60, trig, rcv.url)
-	waitUntil(t, 20*time.Second, "jobs created during the partition fire", func() error {
+	testutil.Eventually(t, 20*time.Second, "jobs created during the partition fire", func() error {
 		if c := rcv.count(); c < len(ids) {
 			return fmt.Errorf("%d of %d", c, len(ids))
 		}
@@ -415,7 +403,7 @@ func TestClusterPartitionOneNode(t *testing.T) {
 		t.Fatalf("write on the isolated node took %v to fail", d)
 	}
 	tc.net.Heal()
-	waitUntil(t, 30*time.Second, "the isolated node catches up", caughtUp(iso))
+	testutil.Eventually(t, 30*time.Second, "the isolated node catches up", caughtUp(iso))
 	tc.waitReady(30 * time.Second)
 }
 
@@ -437,7 +425,7 @@ func TestClusterReReplication(t *testing.T) {
 	}
 	gone := tc.nodes[victim].ID()
 	tc.kill(victim)
-	waitUntil(t, 60*time.Second, "every slot back to 3 healthy replicas without the dead node", func() error {
+	testutil.Eventually(t, 60*time.Second, "every slot back to 3 healthy replicas without the dead node", func() error {
 		n := tc.live()[0]
 		info, err := n.Cluster(context.Background())
 		if err != nil {

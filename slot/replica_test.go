@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/rpc/mux"
 	"github.com/timemachine-db/timemachine/storage"
@@ -88,7 +89,7 @@ func openTestSlot(t *testing.T, dir string, d Deliverer) *testSlot {
 		t.Fatal(err)
 	}
 	ts := &testSlot{r: r, db: db, logDB: logDB, mux: m, dir: dir, meta: meta}
-	waitFor(t, 10*time.Second, "slot leader", r.IsLeader)
+	testutil.Eventually(t, 10*time.Second, "slot leader", testutil.True(r.IsLeader))
 	return ts
 }
 
@@ -103,17 +104,6 @@ func (ts *testSlot) close(t *testing.T) {
 	}
 	if err := ts.db.Close(); err != nil {
 		t.Error(err)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -139,7 +129,7 @@ func TestFiresOnceNeverEarly(t *testing.T) {
 		create(t, ts.r, fmt.Sprintf("j%d", i), base+int64(i%50)*7)
 	}
 	create(t, ts.r, "past", time.Now().Add(-time.Hour).UnixMilli())
-	waitFor(t, 10*time.Second, "all fired", func() bool { return len(d.ch) >= n+1 })
+	testutil.Eventually(t, 10*time.Second, "all fired", testutil.True(func() bool { return len(d.ch) >= n+1 }))
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("j%d", i)
 		got := d.times(id)
@@ -150,7 +140,7 @@ func TestFiresOnceNeverEarly(t *testing.T) {
 			t.Fatalf("%s fired %d ms early", id, trig-got[0].UnixMilli())
 		}
 	}
-	waitFor(t, 5*time.Second, "acks applied", func() bool { return ts.r.fsm.Pending() == 0 })
+	testutil.Eventually(t, 5*time.Second, "acks applied", testutil.True(func() bool { return ts.r.fsm.Pending() == 0 }))
 	j, ok, err := ts.r.Get("default", "j7")
 	if err != nil || !ok || j.Status != raftfsm.StatusSucceeded || j.Attempts != 1 {
 		t.Fatalf("j7 after firing: %+v %v %v", j, ok, err)
@@ -167,10 +157,10 @@ func TestRetryThenFail(t *testing.T) {
 	if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "default", ID: "r", Spec: spec, Now: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "failed status", func() bool {
+	testutil.Eventually(t, 10*time.Second, "failed status", testutil.True(func() bool {
 		j, ok, _ := ts.r.Get("default", "r")
 		return ok && j.Status == raftfsm.StatusFailed
-	})
+	}))
 	got := d.times("r")
 	if len(got) != 3 {
 		t.Fatalf("attempts = %d, want 3", len(got))
@@ -200,7 +190,7 @@ func TestRestartKeepsJobs(t *testing.T) {
 	if p := ts.r.fsm.Pending(); p != 50 {
 		t.Fatalf("pending after restart = %d", p)
 	}
-	waitFor(t, 10*time.Second, "fired after restart", func() bool { return len(d.ch) >= 50 })
+	testutil.Eventually(t, 10*time.Second, "fired after restart", testutil.True(func() bool { return len(d.ch) >= 50 }))
 	for i := 0; i < 50; i++ {
 		if got := d.times(fmt.Sprintf("k%d", i)); len(got) != 1 || got[0].UnixMilli() < trig {
 			t.Fatalf("k%d: %v", i, got)
@@ -225,5 +215,5 @@ func TestUnknownCollectionIsNotForgotten(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(&raftfsm.PutCollection{C: raftfsm.Collection{Name: "late"}, Now: 1})})
-	waitFor(t, 10*time.Second, "the job to fire once its collection is known", func() bool { return len(d.times("j")) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the job to fire once its collection is known", testutil.True(func() bool { return len(d.times("j")) == 1 }))
 }

@@ -18,7 +18,7 @@ import (
 type Method uint8
 
 // Dialer opens a connection to a peer's internal port, mux header already
-// sent. Tests replace it to inject faults (see rpc/faultnet).
+// sent. Tests replace it to inject faults (see internal/faultnet).
 type Dialer func(addr string, timeout time.Duration) (net.Conn, error)
 
 // DialMux is the default Dialer: TCP to addr with the ProtoRPC header.
