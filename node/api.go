@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/slot"
@@ -23,28 +24,28 @@ const retrySoon = time.Second
 
 // apiErr turns an internal error into the API error a client can act on.
 func apiErr(err error) error {
-	var ae *httpapi.Error
+	var ae *model.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &ae):
 		return ae
 	case errors.Is(err, errMetaUnavailable):
-		return httpapi.Unavailable(retrySoon, "%v; retry shortly", err)
+		return model.Unavailable(retrySoon, "%v; retry shortly", err)
 	case errors.Is(err, slot.ErrNotLeader):
-		return httpapi.Unavailable(retrySoon, "the slot has no leader right now (an election is in progress); retry shortly")
+		return model.Unavailable(retrySoon, "the slot has no leader right now (an election is in progress); retry shortly")
 	case errors.Is(err, slot.ErrUnknownOutcome):
-		return httpapi.Unavailable(retrySoon, "the slot's leader changed while the write was in flight, so it may or may not have been applied; retrying the same request is safe")
+		return model.Unavailable(retrySoon, "the slot's leader changed while the write was in flight, so it may or may not have been applied; retrying the same request is safe")
 	case errors.Is(err, slot.ErrClosed):
-		return httpapi.Unavailable(retrySoon, "this node is shutting down; send the request to another node")
+		return model.Unavailable(retrySoon, "this node is shutting down; send the request to another node")
 	case errors.Is(err, slot.ErrOverloaded):
-		return httpapi.Overloaded(retrySoon, "the slot's write queue is full; slow down and retry")
+		return model.Overloaded(retrySoon, "the slot's write queue is full; slow down and retry")
 	case errors.Is(err, raftfsm.ErrStopped):
-		return httpapi.Unavailable(5*time.Second, "the slot stopped after a storage failure on this node; see its log")
+		return model.Unavailable(5*time.Second, "the slot stopped after a storage failure on this node; see its log")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return httpapi.Unavailable(retrySoon, "the request timed out inside the cluster (%v); its outcome is unknown, retrying the same request is safe", err)
+		return model.Unavailable(retrySoon, "the request timed out inside the cluster (%v); its outcome is unknown, retrying the same request is safe", err)
 	}
-	return httpapi.Internal("%v", err)
+	return model.Internal("%v", err)
 }
 
 // slotCount is the cluster's slot count.
@@ -60,7 +61,7 @@ func (n *Node) slotOf(coll, id string) int { return dht.SlotOf(coll, id, n.slotC
 func (n *Node) now() int64 { return n.cfg.Clock().UnixMilli() }
 
 // liveCollection returns a collection that can take jobs.
-func (n *Node) liveCollection(ctx context.Context, name string) (*raftfsm.Collection, *raftfsm.MetaState, error) {
+func (n *Node) liveCollection(ctx context.Context, name string) (*model.Collection, *raftfsm.MetaState, error) {
 	st := n.meta.State()
 	c, ok := st.Collection(name)
 	if !ok {
@@ -73,16 +74,16 @@ func (n *Node) liveCollection(ctx context.Context, name string) (*raftfsm.Collec
 		c, ok = st.Collection(name)
 	}
 	if !ok {
-		return nil, nil, httpapi.NotFound("collection %q does not exist; create it with PUT /v1/collections/%s", name, name)
+		return nil, nil, model.NotFound("collection %q does not exist; create it with PUT /v1/collections/%s", name, name)
 	}
 	if c.Deleting {
-		return nil, nil, httpapi.Conflict("collection %q is being deleted; wait for DELETE /v1/collections/%s to finish, then create it again", name, name)
+		return nil, nil, model.Conflict("collection %q is being deleted; wait for DELETE /v1/collections/%s to finish, then create it again", name, name)
 	}
 	return c, st, nil
 }
 
 // routesKnown reports whether every route the inputs name is known.
-func routesKnown(st *raftfsm.MetaState, in []httpapi.JobInput) bool {
+func routesKnown(st *raftfsm.MetaState, in []model.JobInput) bool {
 	for i := range in {
 		if r := in[i].Spec.Route; r != "" && in[i].Err == nil {
 			if _, ok := st.Route(r); !ok {
@@ -97,7 +98,7 @@ func routesKnown(st *raftfsm.MetaState, in []httpapi.JobInput) bool {
 // exists, because its copy of the meta state is not current (it is
 // starting, or cut off from the meta leader). Answering 404 then would be
 // a lie a client would act on; 503 makes it retry.
-var errMetaBehind = httpapi.Unavailable(retrySoon, "this node is still loading the cluster's configuration (collections, routes); retry shortly")
+var errMetaBehind = model.Unavailable(retrySoon, "this node is still loading the cluster's configuration (collections, routes); retry shortly")
 
 // catchUpMeta waits (at most two seconds) until this node's meta state has
 // applied everything the meta leader had applied when asked, and returns
@@ -128,7 +129,7 @@ func (n *Node) catchUpMeta(ctx context.Context) (*raftfsm.MetaState, error) {
 
 // knownCollection returns a collection (deleting or not), catching up with
 // the meta leader before answering that it does not exist.
-func (n *Node) knownCollection(ctx context.Context, name string) (*raftfsm.Collection, error) {
+func (n *Node) knownCollection(ctx context.Context, name string) (*model.Collection, error) {
 	if c, ok := n.meta.State().Collection(name); ok {
 		return c, nil
 	}
@@ -139,16 +140,16 @@ func (n *Node) knownCollection(ctx context.Context, name string) (*raftfsm.Colle
 	if c, ok := st.Collection(name); ok {
 		return c, nil
 	}
-	return nil, httpapi.NotFound("collection %q does not exist", name)
+	return nil, model.NotFound("collection %q does not exist", name)
 }
 
-func routeMissing(name string) *httpapi.Error {
-	return httpapi.NotFound("route %q does not exist; create it with PUT /v1/routes/%s", name, name)
+func routeMissing(name string) *model.Error {
+	return model.NotFound("route %q does not exist; create it with PUT /v1/routes/%s", name, name)
 }
 
 // CreateJobs implements httpapi.Backend. Jobs are grouped by slot and each
 // slot's group goes to its leader as one proposal; slots commit in parallel.
-func (n *Node) CreateJobs(ctx context.Context, coll string, in []httpapi.JobInput) ([]httpapi.JobResult, error) {
+func (n *Node) CreateJobs(ctx context.Context, coll string, in []model.JobInput) ([]model.JobResult, error) {
 	_, st, err := n.liveCollection(ctx, coll)
 	if err != nil {
 		return nil, err
@@ -158,7 +159,7 @@ func (n *Node) CreateJobs(ctx context.Context, coll string, in []httpapi.JobInpu
 			return nil, err
 		}
 	}
-	out := make([]httpapi.JobResult, len(in))
+	out := make([]model.JobResult, len(in))
 	now := n.now()
 	bySlot := map[int][]int{}
 	for i := range in {
@@ -188,7 +189,7 @@ func (n *Node) CreateJobs(ctx context.Context, coll string, in []httpapi.JobInpu
 			}
 			res, err := n.proposeSlot(ctx, s, cmds...)
 			if err != nil {
-				e := apiErr(err).(*httpapi.Error)
+				e := apiErr(err).(*model.Error)
 				for _, i := range idx {
 					out[i].Err = e
 				}
@@ -197,7 +198,7 @@ func (n *Node) CreateJobs(ctx context.Context, coll string, in []httpapi.JobInpu
 			created := 0
 			for k, i := range idx {
 				out[i].Code, out[i].Job = res[k].Code, res[k].Job
-				if res[k].Code == raftfsm.Created {
+				if res[k].Code == model.CodeCreated {
 					created++
 				}
 			}
@@ -209,39 +210,39 @@ func (n *Node) CreateJobs(ctx context.Context, coll string, in []httpapi.JobInpu
 }
 
 // UpsertJob implements httpapi.Backend.
-func (n *Node) UpsertJob(ctx context.Context, coll, id string, spec raftfsm.JobSpec, ifMatch uint64) (raftfsm.Result, error) {
+func (n *Node) UpsertJob(ctx context.Context, coll, id string, spec model.JobSpec, ifMatch uint64) (model.Result, error) {
 	_, st, err := n.liveCollection(ctx, coll)
 	if err != nil {
-		return raftfsm.Result{}, err
+		return model.Result{}, err
 	}
 	if spec.Route != "" {
 		if _, ok := st.Route(spec.Route); !ok {
 			if st, err = n.catchUpMeta(ctx); err != nil {
-				return raftfsm.Result{}, err
+				return model.Result{}, err
 			}
 		}
 		if _, ok := st.Route(spec.Route); !ok {
-			return raftfsm.Result{}, routeMissing(spec.Route)
+			return model.Result{}, routeMissing(spec.Route)
 		}
 	}
 	res, err := n.proposeSlot(ctx, n.slotOf(coll, id), &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: n.now()})
 	if err != nil {
-		return raftfsm.Result{}, apiErr(err)
+		return model.Result{}, apiErr(err)
 	}
 	switch res[0].Code {
-	case raftfsm.PreconditionFailed:
+	case model.CodePreconditionFailed:
 		if res[0].Job == nil {
-			return res[0], httpapi.PreconditionFailed("If-Match: %d, but job %q does not exist", ifMatch, id)
+			return res[0], model.PreconditionFailed("If-Match: %d, but job %q does not exist", ifMatch, id)
 		}
-		return res[0], httpapi.PreconditionFailed("If-Match: %d, but job %q is at version %d; read it again and retry", ifMatch, id, res[0].Job.Version)
-	case raftfsm.Created:
+		return res[0], model.PreconditionFailed("If-Match: %d, but job %q is at version %d; read it again and retry", ifMatch, id, res[0].Job.Version)
+	case model.CodeCreated:
 		n.metrics.created.Inc()
 	}
 	return res[0], nil
 }
 
 // GetJob implements httpapi.Backend.
-func (n *Node) GetJob(ctx context.Context, coll, id string) (*raftfsm.Job, error) {
+func (n *Node) GetJob(ctx context.Context, coll, id string) (*model.Job, error) {
 	if _, err := n.knownCollection(ctx, coll); err != nil {
 		return nil, err
 	}
@@ -250,7 +251,7 @@ func (n *Node) GetJob(ctx context.Context, coll, id string) (*raftfsm.Job, error
 		return nil, apiErr(err)
 	}
 	if !ok {
-		return nil, httpapi.NotFound("job %q does not exist in collection %q (finished jobs are removed after the collection's retention)", id, coll)
+		return nil, model.NotFound("job %q does not exist in collection %q (finished jobs are removed after the collection's retention)", id, coll)
 	}
 	return j, nil
 }
@@ -264,8 +265,8 @@ func (n *Node) DeleteJob(ctx context.Context, coll, id string) error {
 	if err != nil {
 		return apiErr(err)
 	}
-	if res[0].Code == raftfsm.NotFound {
-		return httpapi.NotFound("job %q does not exist in collection %q", id, coll)
+	if res[0].Code == model.CodeNotFound {
+		return model.NotFound("job %q does not exist in collection %q", id, coll)
 	}
 	return nil
 }
@@ -274,11 +275,11 @@ func (n *Node) DeleteJob(ctx context.Context, coll, id string) error {
 // and the pages are merged. A slot that stopped early (its page limit or
 // scan budget) bounds how far the merged page can go, so the next cursor
 // never skips a job.
-func (n *Node) ListJobs(ctx context.Context, q raftfsm.ListQuery) ([]*raftfsm.Job, *raftfsm.ListPos, error) {
+func (n *Node) ListJobs(ctx context.Context, q model.ListQuery) ([]*model.Job, *model.ListPos, error) {
 	if _, err := n.knownCollection(ctx, q.Coll); err != nil {
 		return nil, nil, err
 	}
-	pages := make([]raftfsm.ListPage, n.slotCount())
+	pages := make([]model.ListPage, n.slotCount())
 	errs := make([]error, n.slotCount())
 	var wg sync.WaitGroup
 	for s := 0; s < n.slotCount(); s++ {
@@ -296,9 +297,9 @@ func (n *Node) ListJobs(ctx context.Context, q raftfsm.ListQuery) ([]*raftfsm.Jo
 }
 
 // mergePages merges per-slot pages (each ordered) into one page.
-func mergePages(pages []raftfsm.ListPage, limit int) ([]*raftfsm.Job, *raftfsm.ListPos, error) {
-	var bound *raftfsm.ListPos
-	var all []*raftfsm.Job
+func mergePages(pages []model.ListPage, limit int) ([]*model.Job, *model.ListPos, error) {
+	var bound *model.ListPos
+	var all []*model.Job
 	for i := range pages {
 		p := &pages[i]
 		all = append(all, p.Jobs...)
@@ -308,17 +309,17 @@ func mergePages(pages []raftfsm.ListPage, limit int) ([]*raftfsm.Job, *raftfsm.L
 		}
 	}
 	sort.Slice(all, func(i, j int) bool {
-		return raftfsm.ListPos{Trigger: all[i].TriggerTime, ID: all[i].ID}.Less(raftfsm.ListPos{Trigger: all[j].TriggerTime, ID: all[j].ID})
+		return model.ListPos{Trigger: all[i].TriggerTime, ID: all[i].ID}.Less(model.ListPos{Trigger: all[j].TriggerTime, ID: all[j].ID})
 	})
-	var out []*raftfsm.Job
+	var out []*model.Job
 	for _, j := range all {
-		pos := raftfsm.ListPos{Trigger: j.TriggerTime, ID: j.ID}
+		pos := model.ListPos{Trigger: j.TriggerTime, ID: j.ID}
 		if bound != nil && bound.Less(pos) {
 			break
 		}
 		if len(out) == limit {
 			last := out[len(out)-1]
-			return out, &raftfsm.ListPos{Trigger: last.TriggerTime, ID: last.ID}, nil
+			return out, &model.ListPos{Trigger: last.TriggerTime, ID: last.ID}, nil
 		}
 		out = append(out, j)
 	}
@@ -329,22 +330,22 @@ func mergePages(pages []raftfsm.ListPage, limit int) ([]*raftfsm.Job, *raftfsm.L
 }
 
 // PutCollection implements httpapi.Backend.
-func (n *Node) PutCollection(ctx context.Context, c raftfsm.Collection) (bool, error) {
+func (n *Node) PutCollection(ctx context.Context, c model.Collection) (bool, error) {
 	res, err := n.proposeMeta(ctx, &raftfsm.PutCollection{C: c, Now: n.now()})
 	if err != nil {
 		return false, apiErr(err)
 	}
 	switch res[0].Code {
-	case raftfsm.Rejected:
-		return false, httpapi.Conflict("collection %q is being deleted; wait for the deletion to finish, then create it again", c.Name)
-	case raftfsm.Created:
+	case model.CodeRejected:
+		return false, model.Conflict("collection %q is being deleted; wait for the deletion to finish, then create it again", c.Name)
+	case model.CodeCreated:
 		return true, nil
 	}
 	return false, nil
 }
 
 // GetCollection implements httpapi.Backend.
-func (n *Node) GetCollection(ctx context.Context, name string) (*raftfsm.Collection, error) {
+func (n *Node) GetCollection(ctx context.Context, name string) (*model.Collection, error) {
 	c, ok := n.meta.State().Collection(name)
 	if !ok {
 		st, err := n.catchUpMeta(ctx)
@@ -354,13 +355,13 @@ func (n *Node) GetCollection(ctx context.Context, name string) (*raftfsm.Collect
 		c, ok = st.Collection(name)
 	}
 	if !ok {
-		return nil, httpapi.NotFound("collection %q does not exist", name)
+		return nil, model.NotFound("collection %q does not exist", name)
 	}
 	return c, nil
 }
 
 // ListCollections implements httpapi.Backend.
-func (n *Node) ListCollections(ctx context.Context) ([]*raftfsm.Collection, error) {
+func (n *Node) ListCollections(ctx context.Context) ([]*model.Collection, error) {
 	return n.meta.State().CollectionList(), nil
 }
 
@@ -369,18 +370,18 @@ func (n *Node) ListCollections(ctx context.Context) ([]*raftfsm.Collection, erro
 // Each step is idempotent, so a failed deletion is finished by calling
 // DELETE again, and a node restart resumes it.
 func (n *Node) DeleteCollection(ctx context.Context, name string) error {
-	if name == raftfsm.DefaultCollection {
-		return httpapi.Invalid("the default collection cannot be deleted; delete its jobs instead")
+	if name == model.DefaultCollection {
+		return model.Invalid("the default collection cannot be deleted; delete its jobs instead")
 	}
 	if _, ok := n.meta.State().Collection(name); !ok {
-		return httpapi.NotFound("collection %q does not exist", name)
+		return model.NotFound("collection %q does not exist", name)
 	}
 	res, err := n.proposeMeta(ctx, &raftfsm.MarkCollectionDeleting{Name: name, Now: n.now()})
 	if err != nil {
 		return apiErr(err)
 	}
-	if res[0].Code == raftfsm.NotFound {
-		return httpapi.NotFound("collection %q does not exist", name)
+	if res[0].Code == model.CodeNotFound {
+		return model.NotFound("collection %q does not exist", name)
 	}
 	return n.finishDeletion(ctx, name)
 }
@@ -440,16 +441,16 @@ func (n *Node) resumeDeletions() {
 }
 
 // PutRoute implements httpapi.Backend.
-func (n *Node) PutRoute(ctx context.Context, r raftfsm.Route) (bool, error) {
+func (n *Node) PutRoute(ctx context.Context, r model.Route) (bool, error) {
 	res, err := n.proposeMeta(ctx, &raftfsm.PutRoute{R: r, Now: n.now()})
 	if err != nil {
 		return false, apiErr(err)
 	}
-	return res[0].Code == raftfsm.Created, nil
+	return res[0].Code == model.CodeCreated, nil
 }
 
 // GetRoute implements httpapi.Backend.
-func (n *Node) GetRoute(ctx context.Context, name string) (*raftfsm.Route, error) {
+func (n *Node) GetRoute(ctx context.Context, name string) (*model.Route, error) {
 	r, ok := n.meta.State().Route(name)
 	if !ok {
 		st, err := n.catchUpMeta(ctx)
@@ -459,13 +460,13 @@ func (n *Node) GetRoute(ctx context.Context, name string) (*raftfsm.Route, error
 		r, ok = st.Route(name)
 	}
 	if !ok {
-		return nil, httpapi.NotFound("route %q does not exist", name)
+		return nil, model.NotFound("route %q does not exist", name)
 	}
 	return r, nil
 }
 
 // ListRoutes implements httpapi.Backend.
-func (n *Node) ListRoutes(ctx context.Context) ([]*raftfsm.Route, error) {
+func (n *Node) ListRoutes(ctx context.Context) ([]*model.Route, error) {
 	return n.meta.State().RouteList(), nil
 }
 
@@ -476,8 +477,8 @@ func (n *Node) DeleteRoute(ctx context.Context, name string) error {
 	if err != nil {
 		return apiErr(err)
 	}
-	if res[0].Code == raftfsm.NotFound {
-		return httpapi.NotFound("route %q does not exist", name)
+	if res[0].Code == model.CodeNotFound {
+		return model.NotFound("route %q does not exist", name)
 	}
 	return nil
 }
@@ -485,10 +486,10 @@ func (n *Node) DeleteRoute(ctx context.Context, name string) error {
 // Cluster implements httpapi.Backend: the node table and slot table from
 // the meta state, and who leads what and which replicas are healthy from
 // what every node reports right now.
-func (n *Node) Cluster(ctx context.Context) (*httpapi.ClusterInfo, error) {
+func (n *Node) Cluster(ctx context.Context) (*model.ClusterInfo, error) {
 	st := n.meta.State()
 	view := n.cachedView(ctx, 500*time.Millisecond)
-	info := &httpapi.ClusterInfo{SlotCount: n.slotCount(), Self: n.id.NodeID, Nodes: []httpapi.NodeInfo{}, Slots: []httpapi.SlotInfo{}}
+	info := &model.ClusterInfo{SlotCount: n.slotCount(), Self: n.id.NodeID, Nodes: []model.NodeInfo{}, Slots: []model.SlotInfo{}}
 	info.MetaLeader, _ = n.meta.Leader()
 	elig := n.eligible(st)
 	info.ReplicationFactor = dht.EffectiveRF(st.ReplicationFactor, len(elig))
@@ -497,7 +498,7 @@ func (n *Node) Cluster(ctx context.Context) (*httpapi.ClusterInfo, error) {
 	}
 	led, hosted := map[string]int{}, map[string]int{}
 	for s := 0; s < n.slotCount(); s++ {
-		si := httpapi.SlotInfo{Slot: s, Replicas: []string{}, State: "no_leader"}
+		si := model.SlotInfo{Slot: s, Replicas: []string{}, State: "no_leader"}
 		if s < len(st.Slots) {
 			si.Replicas = append(si.Replicas, st.Slots[s].Replicas...)
 		}
@@ -526,14 +527,14 @@ func (n *Node) Cluster(ctx context.Context) (*httpapi.ClusterInfo, error) {
 	}
 	nodes := st.NodeList()
 	if len(nodes) == 0 {
-		nodes = []*raftfsm.Node{{ID: n.id.NodeID, HTTPAddr: n.HTTPAddr(), BindAddr: n.BindAddr(), Status: raftfsm.NodeAlive}}
+		nodes = []*model.Node{{ID: n.id.NodeID, HTTPAddr: n.HTTPAddr(), BindAddr: n.BindAddr(), Status: model.NodeAlive}}
 	}
 	for _, nd := range nodes {
 		status := string(nd.Status)
-		if _, ok := view.nodes[nd.ID]; !ok && nd.Status == raftfsm.NodeAlive {
+		if _, ok := view.nodes[nd.ID]; !ok && nd.Status == model.NodeAlive {
 			status = "unreachable"
 		}
-		info.Nodes = append(info.Nodes, httpapi.NodeInfo{ID: nd.ID, HTTPAddr: nd.HTTPAddr, BindAddr: nd.BindAddr, Status: status,
+		info.Nodes = append(info.Nodes, model.NodeInfo{ID: nd.ID, HTTPAddr: nd.HTTPAddr, BindAddr: nd.BindAddr, Status: status,
 			SlotsLed: led[nd.ID], Replicas: hosted[nd.ID]})
 	}
 	return info, nil
@@ -576,16 +577,16 @@ func (n *Node) Ready() error {
 // Rebalance implements httpapi.Backend: the fewest replica moves that make
 // replica and leader counts even, committed as the new placement (the slot
 // leaders then carry them out one membership step at a time).
-func (n *Node) Rebalance(ctx context.Context, dryRun bool) ([]httpapi.Move, error) {
+func (n *Node) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, error) {
 	st := n.meta.State()
 	if !st.Formed() {
-		return nil, httpapi.Unavailable(retrySoon, "the cluster has not formed yet")
+		return nil, model.Unavailable(retrySoon, "the cluster has not formed yet")
 	}
 	elig := n.eligible(st)
 	desired := dht.Rebalance(assignments(st), st.SlotCount, elig, st.ReplicationFactor)
-	moves := []httpapi.Move{}
+	moves := []model.Move{}
 	for _, m := range dht.Diff(assignments(st), desired) {
-		moves = append(moves, httpapi.Move{Slot: m.Slot, From: m.From, To: m.To, Kind: "replica"})
+		moves = append(moves, model.Move{Slot: m.Slot, From: m.From, To: m.To, Kind: "replica"})
 	}
 	if dryRun {
 		return moves, nil
@@ -602,8 +603,8 @@ func (n *Node) Rebalance(ctx context.Context, dryRun bool) ([]httpapi.Move, erro
 		if err != nil {
 			return nil, apiErr(err)
 		}
-		if res[0].Code == raftfsm.Stale {
-			return nil, httpapi.Conflict("the placement changed while the rebalance was planned; run it again")
+		if res[0].Code == model.CodeStale {
+			return nil, model.Conflict("the placement changed while the rebalance was planned; run it again")
 		}
 	}
 	return moves, nil
@@ -611,15 +612,15 @@ func (n *Node) Rebalance(ctx context.Context, dryRun bool) ([]httpapi.Move, erro
 
 // Compact implements httpapi.Backend: every node snapshots its replicas
 // (truncating raft logs) and compacts its storage.
-func (n *Node) Compact(ctx context.Context) ([]httpapi.CompactResult, error) {
+func (n *Node) Compact(ctx context.Context) ([]model.CompactResult, error) {
 	st := n.meta.State()
 	ids := []string{n.id.NodeID}
 	for _, nd := range st.NodeList() {
-		if nd.ID != n.id.NodeID && nd.Status == raftfsm.NodeAlive {
+		if nd.ID != n.id.NodeID && nd.Status == model.NodeAlive {
 			ids = append(ids, nd.ID)
 		}
 	}
-	out := make([]httpapi.CompactResult, len(ids))
+	out := make([]model.CompactResult, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Add(1)
@@ -636,7 +637,7 @@ func (n *Node) Compact(ctx context.Context) ([]httpapi.CompactResult, error) {
 				err = json.Unmarshal(body, &out[i])
 			}
 			if err != nil {
-				out[i] = httpapi.CompactResult{Node: id, Error: err.Error()}
+				out[i] = model.CompactResult{Node: id, Error: err.Error()}
 			}
 		}(i, id)
 	}
@@ -646,9 +647,9 @@ func (n *Node) Compact(ctx context.Context) ([]httpapi.CompactResult, error) {
 
 // compactLocal snapshots every local replica (which truncates its raft
 // log), then compacts the whole Pebble keyspace.
-func (n *Node) compactLocal(ctx context.Context) httpapi.CompactResult {
+func (n *Node) compactLocal(ctx context.Context) model.CompactResult {
 	start := time.Now()
-	res := httpapi.CompactResult{Node: n.id.NodeID, OK: true}
+	res := model.CompactResult{Node: n.id.NodeID, OK: true}
 	var errs []error
 	for _, r := range n.localReplicas() {
 		if err := r.Snapshot(); err != nil {
@@ -668,10 +669,10 @@ func (n *Node) compactLocal(ctx context.Context) httpapi.CompactResult {
 	return res
 }
 
-func (n *Node) knownNode(id string) (*raftfsm.Node, error) {
+func (n *Node) knownNode(id string) (*model.Node, error) {
 	nd, ok := n.meta.State().Nodes[id]
 	if !ok {
-		return nil, httpapi.NotFound("node %q is not a member of this cluster (see GET /v1/cluster)", id)
+		return nil, model.NotFound("node %q is not a member of this cluster (see GET /v1/cluster)", id)
 	}
 	return nd, nil
 }
@@ -680,14 +681,14 @@ func (n *Node) knownNode(id string) (*raftfsm.Node, error) {
 // leadership to a voter on node `to`.
 func (n *Node) TransferSlot(ctx context.Context, s int, to string) error {
 	if s < 0 || s >= n.slotCount() {
-		return httpapi.NotFound("slot %d does not exist (slots are 0..%d)", s, n.slotCount()-1)
+		return model.NotFound("slot %d does not exist (slots are 0..%d)", s, n.slotCount()-1)
 	}
 	if _, err := n.knownNode(to); err != nil {
 		return err
 	}
 	st := n.meta.State()
 	if s < len(st.Slots) && !st.Slots[s].Has(to) {
-		return httpapi.Invalid("node %q holds no replica of slot %d (its replicas: %s)", to, s, strings.Join(st.Slots[s].Replicas, ", "))
+		return model.Invalid("node %q holds no replica of slot %d (its replicas: %s)", to, s, strings.Join(st.Slots[s].Replicas, ", "))
 	}
 	view := n.refreshView(ctx)
 	cur := view.leaderOf(s)
@@ -695,7 +696,7 @@ func (n *Node) TransferSlot(ctx context.Context, s int, to string) error {
 		return nil
 	}
 	if cur == "" {
-		return httpapi.Unavailable(retrySoon, "slot %d has no leader right now", s)
+		return model.Unavailable(retrySoon, "slot %d has no leader right now", s)
 	}
 	body, _ := json.Marshal(transferReq{Slot: s, To: to, Addr: n.addrOf(to)})
 	if _, err := n.rpc.Call(ctx, n.addrOf(cur), mTransfer, body); err != nil {
@@ -712,10 +713,10 @@ func (n *Node) DrainNode(ctx context.Context, id string) error {
 		return err
 	}
 	if len(n.eligible(n.meta.State())) <= 1 {
-		return httpapi.Invalid("node %q is the only node of the cluster: there is nowhere to move its slots", id)
+		return model.Invalid("node %q is the only node of the cluster: there is nowhere to move its slots", id)
 	}
 	x := *nd
-	x.Status = raftfsm.NodeDraining
+	x.Status = model.NodeDraining
 	if _, err := n.proposeMeta(ctx, &raftfsm.UpsertNode{N: x, Now: n.now()}); err != nil {
 		return apiErr(err)
 	}
@@ -736,10 +737,10 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 		}
 	}
 	if len(held) > 0 {
-		return httpapi.Conflict("node %q still holds replicas of slots %s; drain it first (POST /v1/admin/nodes/%s/drain) or wait until a dead node's replicas are re-created", id, strings.Join(held, ","), id)
+		return model.Conflict("node %q still holds replicas of slots %s; drain it first (POST /v1/admin/nodes/%s/drain) or wait until a dead node's replicas are re-created", id, strings.Join(held, ","), id)
 	}
 	if id == n.id.NodeID && len(st.Nodes) == 1 {
-		return httpapi.Invalid("node %q is the only node of the cluster and cannot be removed", id)
+		return model.Invalid("node %q is the only node of the cluster and cannot be removed", id)
 	}
 	if _, err := n.proposeMeta(ctx, &raftfsm.RemoveNode{ID: id}); err != nil {
 		return apiErr(err)

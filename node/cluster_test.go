@@ -14,7 +14,7 @@ import (
 
 	"github.com/timemachine-db/timemachine/internal/faultnet"
 	"github.com/timemachine-db/timemachine/internal/testutil"
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/slot"
 )
@@ -209,11 +209,11 @@ func (r *receiver) deliveries(key string) []time.Time {
 func createJobs(t *testing.T, n *Node, coll, prefix string, count int, trigger int64, url string) []string {
 	t.Helper()
 	var ids []string
-	var in []httpapi.JobInput
+	var in []model.JobInput
 	for i := 0; i < count; i++ {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		ids = append(ids, id)
-		in = append(in, httpapi.JobInput{ID: id, Spec: raftfsm.JobSpec{TriggerTime: trigger, CallbackURL: url, Hash: uint64(i + 1)}})
+		in = append(in, model.JobInput{ID: id, Spec: model.JobSpec{TriggerTime: trigger, CallbackURL: url, Hash: uint64(i + 1)}})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -222,7 +222,7 @@ func createJobs(t *testing.T, n *Node, coll, prefix string, count int, trigger i
 		t.Fatal(err)
 	}
 	for _, r := range res {
-		if r.Err != nil || r.Code != raftfsm.Created {
+		if r.Err != nil || r.Code != model.CodeCreated {
 			t.Fatalf("create %s via %s: %v %v", r.ID, n.ID(), r.Code, r.Err)
 		}
 	}
@@ -394,9 +394,9 @@ func TestClusterPartitionOneNode(t *testing.T) {
 	// Writes on the isolated node fail fast with 503, never hang.
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	res, err := iso.CreateJobs(ctx, "default", []httpapi.JobInput{{ID: "lonely", Spec: raftfsm.JobSpec{TriggerTime: trig, CallbackURL: rcv.url, Hash: 1}}})
+	res, err := iso.CreateJobs(ctx, "default", []model.JobInput{{ID: "lonely", Spec: model.JobSpec{TriggerTime: trig, CallbackURL: rcv.url, Hash: 1}}})
 	cancel()
-	if err == nil && (len(res) != 1 || res[0].Err == nil || res[0].Err.Status != 503) {
+	if err == nil && (len(res) != 1 || res[0].Err == nil || httpapi.StatusOf(res[0].Err.Kind) != 503) {
 		t.Fatalf("write on the isolated node: %+v", res)
 	}
 	if d := time.Since(start); d > 8*time.Second {

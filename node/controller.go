@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/serf/serf"
 	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/slot"
 )
@@ -70,8 +71,8 @@ func (n *Node) aliveMembers() []member {
 	return out
 }
 
-func (n *Node) nodeOf(m member, status raftfsm.NodeStatus) raftfsm.Node {
-	return raftfsm.Node{ID: m.ID, HTTPAddr: m.HTTPAddr, BindAddr: m.BindAddr, SerfAddr: m.SerfAddr, Status: status}
+func (n *Node) nodeOf(m member, status model.NodeStatus) model.Node {
+	return model.Node{ID: m.ID, HTTPAddr: m.HTTPAddr, BindAddr: m.BindAddr, SerfAddr: m.SerfAddr, Status: status}
 }
 
 // formCluster records the cluster's shape: the nodes alive now, the slot
@@ -83,23 +84,23 @@ func (n *Node) formCluster(ctx context.Context) {
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
 	ids := make([]string, len(ms))
-	nodes := make([]raftfsm.Node, len(ms))
+	nodes := make([]model.Node, len(ms))
 	for i, m := range ms {
 		ids[i] = m.ID
-		nodes[i] = n.nodeOf(m, raftfsm.NodeAlive)
+		nodes[i] = n.nodeOf(m, model.NodeAlive)
 	}
 	slots := n.id.SlotCount
 	assign := dht.Initial(slots, ids, n.cfg.Replicas)
-	entries := make([]raftfsm.SlotEntry, slots)
+	entries := make([]model.SlotEntry, slots)
 	for _, a := range assign {
-		entries[a.Slot] = raftfsm.SlotEntry{Replicas: a.Replicas, Epoch: 1}
+		entries[a.Slot] = model.SlotEntry{Replicas: a.Replicas, Epoch: 1}
 	}
 	res, err := n.meta.Propose(ctx, &raftfsm.InitCluster{SlotCount: slots, ReplicationFactor: n.cfg.Replicas, Nodes: nodes, Slots: entries, Now: n.now()})
 	if err != nil {
 		n.log.Warn("forming the cluster failed; will retry", "error", err)
 		return
 	}
-	if res[0].Code == raftfsm.OK {
+	if res[0].Code == model.CodeOK {
 		n.log.Info("cluster formed", "nodes", len(ids), "slots", slots, "replication_factor", dht.EffectiveRF(n.cfg.Replicas, len(ids)))
 	}
 }
@@ -114,30 +115,30 @@ func (n *Node) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 			continue
 		}
 		seen[m.ID] = true
-		status := raftfsm.NodeAlive
+		status := model.NodeAlive
 		switch m.Status {
 		case serf.StatusFailed:
-			status = raftfsm.NodeFailed
+			status = model.NodeFailed
 		case serf.StatusLeft, serf.StatusLeaving:
-			status = raftfsm.NodeLeft
+			status = model.NodeLeft
 		}
 		cur, ok := st.Nodes[m.ID]
-		if ok && cur.Status == raftfsm.NodeDraining && status == raftfsm.NodeAlive {
-			status = raftfsm.NodeDraining // draining sticks until the node is removed
+		if ok && cur.Status == model.NodeDraining && status == model.NodeAlive {
+			status = model.NodeDraining // draining sticks until the node is removed
 		}
 		want := n.nodeOf(m, status)
 		if ok && cur.HTTPAddr == want.HTTPAddr && cur.BindAddr == want.BindAddr && cur.SerfAddr == want.SerfAddr && cur.Status == want.Status {
 			continue
 		}
-		if ok && m.Status == serf.StatusLeft && cur.Status == raftfsm.NodeLeft {
+		if ok && m.Status == serf.StatusLeft && cur.Status == model.NodeLeft {
 			continue
 		}
 		cmds = append(cmds, &raftfsm.UpsertNode{N: want, Now: now})
 	}
 	for id, nd := range st.Nodes {
-		if !seen[id] && nd.Status == raftfsm.NodeAlive {
+		if !seen[id] && nd.Status == model.NodeAlive {
 			x := *nd
-			x.Status = raftfsm.NodeFailed
+			x.Status = model.NodeFailed
 			cmds = append(cmds, &raftfsm.UpsertNode{N: x, Now: now})
 		}
 	}
@@ -159,9 +160,9 @@ func (n *Node) eligible(st *raftfsm.MetaState) []string {
 	var out []string
 	for _, nd := range st.NodeList() {
 		switch nd.Status {
-		case raftfsm.NodeAlive:
+		case model.NodeAlive:
 			out = append(out, nd.ID)
-		case raftfsm.NodeFailed, raftfsm.NodeLeft:
+		case model.NodeFailed, model.NodeLeft:
 			if time.Duration(now-nd.Since)*time.Millisecond < n.cfg.FailureGrace {
 				out = append(out, nd.ID)
 			}
@@ -173,7 +174,7 @@ func (n *Node) eligible(st *raftfsm.MetaState) []string {
 func alive(st *raftfsm.MetaState) []string {
 	var out []string
 	for _, nd := range st.NodeList() {
-		if nd.Status == raftfsm.NodeAlive {
+		if nd.Status == model.NodeAlive {
 			out = append(out, nd.ID)
 		}
 	}

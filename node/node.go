@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/rpc/mux"
@@ -139,7 +140,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		Logger:         n.log,
 		MetricsHandler: n.metrics.handler(),
 		Observe:        n.metrics.observeHTTP,
-		LookupCollection: func(name string) *raftfsm.Collection {
+		LookupCollection: func(name string) *model.Collection {
 			c, _ := n.meta.State().Collection(name)
 			return c
 		},

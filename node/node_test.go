@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/slot"
 )
@@ -49,9 +49,9 @@ func TestRestartKeepsIdentityAndJobs(t *testing.T) {
 	cfg.NodeID = "n1"
 	n := startReady(t, cfg)
 	ctx := context.Background()
-	in := []httpapi.JobInput{{ID: "a", Spec: raftfsm.JobSpec{TriggerTime: time.Now().Add(time.Hour).UnixMilli(), CallbackURL: "http://127.0.0.1:9/", Hash: 1}}}
+	in := []model.JobInput{{ID: "a", Spec: model.JobSpec{TriggerTime: time.Now().Add(time.Hour).UnixMilli(), CallbackURL: "http://127.0.0.1:9/", Hash: 1}}}
 	res, err := n.CreateJobs(ctx, "default", in)
-	if err != nil || res[0].Err != nil || res[0].Code != raftfsm.Created {
+	if err != nil || res[0].Err != nil || res[0].Code != model.CodeCreated {
 		t.Fatalf("create: %v %+v", err, res)
 	}
 	if err := n.Close(); err != nil {
@@ -65,7 +65,7 @@ func TestRestartKeepsIdentityAndJobs(t *testing.T) {
 		t.Fatalf("node id after restart = %q", n.ID())
 	}
 	j, err := n.GetJob(ctx, "default", "a")
-	if err != nil || j.Status != raftfsm.StatusScheduled {
+	if err != nil || j.Status != model.StatusScheduled {
 		t.Fatalf("job after restart: %+v %v", j, err)
 	}
 }
@@ -99,35 +99,35 @@ func TestBackendErrors(t *testing.T) {
 	n := startReady(t, testConfig(t.TempDir()))
 	defer n.Close()
 	ctx := context.Background()
-	var ae *httpapi.Error
+	var ae *model.Error
 	check := func(err error, status int) {
 		t.Helper()
 		if err == nil {
 			t.Fatalf("want %d, got nil", status)
 		}
-		var e *httpapi.Error
-		if !asErr(err, &e) || e.Status != status {
+		var e *model.Error
+		if !asErr(err, &e) || httpapi.StatusOf(e.Kind) != status {
 			t.Fatalf("want %d, got %v", status, err)
 		}
 		ae = e
 	}
-	_, err := n.CreateJobs(ctx, "nope", []httpapi.JobInput{{ID: "a"}})
+	_, err := n.CreateJobs(ctx, "nope", []model.JobInput{{ID: "a"}})
 	check(err, 404)
-	res, err := n.CreateJobs(ctx, "default", []httpapi.JobInput{{ID: "a", Spec: raftfsm.JobSpec{Route: "missing", Hash: 1}}})
-	if err != nil || res[0].Err == nil || res[0].Err.Status != 404 {
+	res, err := n.CreateJobs(ctx, "default", []model.JobInput{{ID: "a", Spec: model.JobSpec{Route: "missing", Hash: 1}}})
+	if err != nil || res[0].Err == nil || httpapi.StatusOf(res[0].Err.Kind) != 404 {
 		t.Fatalf("unknown route: %v %+v", err, res)
 	}
 	check(n.DeleteCollection(ctx, "default"), 400)
 	check(n.DeleteJob(ctx, "default", "nothing"), 404)
-	_, err = n.UpsertJob(ctx, "default", "x", raftfsm.JobSpec{TriggerTime: 1, CallbackURL: "http://x/", Hash: 2}, 3)
+	_, err = n.UpsertJob(ctx, "default", "x", model.JobSpec{TriggerTime: 1, CallbackURL: "http://x/", Hash: 2}, 3)
 	check(err, 412)
 	if !strings.Contains(ae.Message, "does not exist") {
 		t.Errorf("412 message: %q", ae.Message)
 	}
 }
 
-func asErr(err error, target **httpapi.Error) bool {
-	e, ok := err.(*httpapi.Error)
+func asErr(err error, target **model.Error) bool {
+	e, ok := err.(*model.Error)
 	if ok {
 		*target = e
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/slot"
 )
@@ -89,7 +90,7 @@ func (n *Node) openExisting() {
 	for s := 0; s < n.id.SlotCount; s++ {
 		dir := filepath.Join(n.cfg.DataDir, "raft", fmt.Sprintf("slot-%04d", s))
 		if _, err := os.Stat(dir); err == nil {
-			n.openReplica(s, raftfsm.SlotEntry{}, nil)
+			n.openReplica(s, model.SlotEntry{}, nil)
 		}
 	}
 }
@@ -112,7 +113,7 @@ func (n *Node) membersOf(ids []string, st *raftfsm.MetaState) ([]slot.Member, bo
 	return out, true
 }
 
-func (n *Node) openReplica(s int, e raftfsm.SlotEntry, st *raftfsm.MetaState) {
+func (n *Node) openReplica(s int, e model.SlotEntry, st *raftfsm.MetaState) {
 	stream, err := n.mux.StreamLayer(uint16(s), nil)
 	if err != nil {
 		n.log.Error("slot transport", "slot", s, "error", err)
@@ -202,7 +203,7 @@ func (n *Node) maybeRetire(s int, r *slot.Replica) {
 }
 
 // stepMembership takes the next membership step of a slot this node leads.
-func (n *Node) stepMembership(s int, r *slot.Replica, e raftfsm.SlotEntry, st *raftfsm.MetaState) {
+func (n *Node) stepMembership(s int, r *slot.Replica, e model.SlotEntry, st *raftfsm.MetaState) {
 	voters, ok := n.membersOf(e.Replicas, st)
 	if !ok || len(voters) == 0 {
 		return

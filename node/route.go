@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/rpc/peer"
 	"github.com/timemachine-db/timemachine/slot"
@@ -156,7 +157,7 @@ func (n *Node) forward(ctx context.Context, s int, m peer.Method, body []byte, w
 }
 
 // proposeSlot commits commands on a slot's leader, local or remote.
-func (n *Node) proposeSlot(ctx context.Context, s int, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
+func (n *Node) proposeSlot(ctx context.Context, s int, cmds ...raftfsm.Command) ([]model.Result, error) {
 	if r := n.replica(s); r != nil && r.IsLeader() {
 		res, err := r.Propose(ctx, cmds...)
 		if !errors.Is(err, slot.ErrNotLeader) {
@@ -177,7 +178,7 @@ func (n *Node) proposeSlot(ctx context.Context, s int, cmds ...raftfsm.Command) 
 // proposeMeta commits commands on the meta leader, then waits until this
 // node's copy of the meta state includes them, so the caller's next request
 // through this node sees its own change.
-func (n *Node) proposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
+func (n *Node) proposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]model.Result, error) {
 	if n.meta.IsLeader() {
 		res, err := n.meta.Propose(ctx, cmds...)
 		if !errors.Is(err, slot.ErrNotLeader) {
@@ -246,7 +247,7 @@ func (n *Node) waitMeta(ctx context.Context, index uint64) {
 }
 
 // getJob reads a job on its slot's leader.
-func (n *Node) getJob(ctx context.Context, s int, coll, id string) (*raftfsm.Job, bool, error) {
+func (n *Node) getJob(ctx context.Context, s int, coll, id string) (*model.Job, bool, error) {
 	if r := n.replica(s); r != nil && r.IsLeader() {
 		return r.Get(coll, id)
 	}
@@ -259,31 +260,31 @@ func (n *Node) getJob(ctx context.Context, s int, coll, id string) (*raftfsm.Job
 	if err != nil || len(res) != 1 {
 		return nil, false, errors.Join(err, errors.New("bad get answer"))
 	}
-	if res[0].Code == raftfsm.NotFound {
+	if res[0].Code == model.CodeNotFound {
 		return nil, false, nil
 	}
 	return res[0].Job, true, nil
 }
 
 // listSlot lists a collection's jobs in one slot, on the slot's leader.
-func (n *Node) listSlot(ctx context.Context, s int, q raftfsm.ListQuery) (raftfsm.ListPage, error) {
+func (n *Node) listSlot(ctx context.Context, s int, q model.ListQuery) (model.ListPage, error) {
 	if r := n.replica(s); r != nil && r.IsLeader() {
 		return r.List(q)
 	}
 	req, _ := json.Marshal(q)
 	out, err := n.forward(ctx, s, mListJobs, slotPrefix(s, req), false)
 	if err != nil {
-		return raftfsm.ListPage{}, err
+		return model.ListPage{}, err
 	}
 	var rep listReply
 	if err := json.Unmarshal(out, &rep); err != nil {
-		return raftfsm.ListPage{}, err
+		return model.ListPage{}, err
 	}
-	page := raftfsm.ListPage{Stopped: rep.Stopped, Pos: rep.Pos}
+	page := model.ListPage{Stopped: rep.Stopped, Pos: rep.Pos}
 	for _, b := range rep.Jobs {
 		res, err := raftfsm.DecodeResults(b)
 		if err != nil || len(res) != 1 || res[0].Job == nil {
-			return raftfsm.ListPage{}, errors.Join(err, errors.New("bad list answer"))
+			return model.ListPage{}, errors.Join(err, errors.New("bad list answer"))
 		}
 		page.Jobs = append(page.Jobs, res[0].Job)
 	}

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
-	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/rpc/peer"
 	"github.com/timemachine-db/timemachine/slot"
 )
@@ -23,7 +23,7 @@ const (
 	mNodeStatus  peer.Method = 6  // → JSON nodeStatus
 	mTransfer    peer.Method = 7  // JSON transferReq → {}
 	mMetaStatus  peer.Method = 8  // → JSON slot.GroupStatus of the meta replica
-	mCompact     peer.Method = 9  // → JSON httpapi.CompactResult
+	mCompact     peer.Method = 9  // → JSON model.CompactResult
 	mHasState    peer.Method = 10 // → JSON hasStateReply
 	mMetaIndex   peer.Method = 11 // → u64: the meta state's applied index on this node
 )
@@ -50,9 +50,9 @@ type transferReq struct {
 }
 
 type listReply struct {
-	Jobs    [][]byte        `json:"jobs"` // EncodeResults of one job each, to keep records binary
-	Stopped bool            `json:"stopped"`
-	Pos     raftfsm.ListPos `json:"pos"`
+	Jobs    [][]byte      `json:"jobs"` // EncodeResults of one job each, to keep records binary
+	Stopped bool          `json:"stopped"`
+	Pos     model.ListPos `json:"pos"`
 }
 
 // nodeStatus is one node's report of itself and its replicas.
@@ -95,9 +95,9 @@ func remoteErr(err error, leaderHint string) error {
 	case errors.Is(err, raftfsm.ErrStopped):
 		return &peer.RemoteError{Code: codeStopped, Message: err.Error()}
 	}
-	var ae *httpapi.Error
+	var ae *model.Error
 	if errors.As(err, &ae) {
-		return &peer.RemoteError{Code: ae.Code, Message: ae.Message}
+		return &peer.RemoteError{Code: string(ae.Kind), Message: ae.Message}
 	}
 	return err
 }
@@ -119,12 +119,9 @@ func localErr(err error) error {
 		return slot.ErrOverloaded
 	case codeStopped:
 		return raftfsm.ErrStopped
-	case httpapi.CodeNotFound:
-		return httpapi.NotFound("%s", re.Message)
-	case httpapi.CodeInvalidArgument:
-		return httpapi.Invalid("%s", re.Message)
-	case httpapi.CodeConflict:
-		return httpapi.Conflict("%s", re.Message)
+	}
+	if k := model.Kind(re.Code); k.Known() {
+		return &model.Error{Kind: k, Message: re.Message}
 	}
 	return err
 }
@@ -180,15 +177,15 @@ func (n *Node) handleRPC(ctx context.Context, m peer.Method, body []byte) ([]byt
 			return nil, err
 		}
 		if !ok {
-			return raftfsm.EncodeResults([]raftfsm.Result{{Code: raftfsm.NotFound}}), nil
+			return raftfsm.EncodeResults([]model.Result{{Code: model.CodeNotFound}}), nil
 		}
-		return raftfsm.EncodeResults([]raftfsm.Result{{Code: raftfsm.OK, Job: j}}), nil
+		return raftfsm.EncodeResults([]model.Result{{Code: model.CodeOK, Job: j}}), nil
 	case mListJobs:
 		s, rest, err := splitSlot(body)
 		if err != nil {
 			return nil, err
 		}
-		var q raftfsm.ListQuery
+		var q model.ListQuery
 		if err := json.Unmarshal(rest, &q); err != nil {
 			return nil, err
 		}
@@ -202,7 +199,7 @@ func (n *Node) handleRPC(ctx context.Context, m peer.Method, body []byte) ([]byt
 		}
 		rep := listReply{Stopped: page.Stopped, Pos: page.Pos}
 		for _, j := range page.Jobs {
-			rep.Jobs = append(rep.Jobs, raftfsm.EncodeResults([]raftfsm.Result{{Job: j}}))
+			rep.Jobs = append(rep.Jobs, raftfsm.EncodeResults([]model.Result{{Job: j}}))
 		}
 		return json.Marshal(rep)
 	case mSlotStatus:

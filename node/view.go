@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // clusterView is what the nodes reported about themselves: the ground
@@ -85,7 +85,7 @@ func (n *Node) refreshView(ctx context.Context) viewSnapshot {
 	st := n.meta.State()
 	addrs := map[string]string{}
 	for _, nd := range st.NodeList() {
-		if nd.Status != raftfsm.NodeLeft {
+		if nd.Status != model.NodeLeft {
 			addrs[nd.ID] = nd.BindAddr
 		}
 	}

@@ -3,60 +3,13 @@ package raftfsm
 import (
 	"encoding/binary"
 	"sort"
+
+	"github.com/timemachine-db/timemachine/model"
 )
-
-// NodeStatus is a node's membership state as the meta group records it.
-type NodeStatus string
-
-// Node states. A failed node keeps its replicas for the failure grace
-// period (it may come back); after that, or when it left or was removed,
-// its replicas are re-created elsewhere.
-const (
-	NodeAlive    NodeStatus = "alive"
-	NodeFailed   NodeStatus = "failed"
-	NodeLeft     NodeStatus = "left"
-	NodeDraining NodeStatus = "draining"
-)
-
-// Node is one member of the cluster.
-type Node struct {
-	ID       string     `json:"id"`
-	HTTPAddr string     `json:"http_addr"`
-	BindAddr string     `json:"bind_addr"`
-	SerfAddr string     `json:"serf_addr"`
-	Status   NodeStatus `json:"status"`
-	// Since is when Status last changed (leader-stamped, ms).
-	Since    int64 `json:"since"`
-	JoinedAt int64 `json:"joined_at"`
-}
-
-// SlotEntry is the desired replica set of one slot. Replicas[0] is the
-// preferred leader. Epoch counts changes; epoch 1 is the placement the
-// cluster formed with, and only replicas listed at epoch 1 may bootstrap
-// the slot's raft group (later replicas are added by the slot's leader).
-type SlotEntry struct {
-	Replicas []string `json:"replicas"`
-	Epoch    uint64   `json:"epoch"`
-}
-
-// Clone copies the entry.
-func (e SlotEntry) Clone() SlotEntry {
-	return SlotEntry{Replicas: append([]string(nil), e.Replicas...), Epoch: e.Epoch}
-}
-
-// Has reports whether node is one of the entry's replicas.
-func (e SlotEntry) Has(node string) bool {
-	for _, r := range e.Replicas {
-		if r == node {
-			return true
-		}
-	}
-	return false
-}
 
 // NodeList returns every node sorted by id.
-func (s *MetaState) NodeList() []*Node {
-	out := make([]*Node, 0, len(s.Nodes))
+func (s *MetaState) NodeList() []*model.Node {
+	out := make([]*model.Node, 0, len(s.Nodes))
 	for _, n := range s.Nodes {
 		out = append(out, n)
 	}
@@ -73,14 +26,14 @@ func (s *MetaState) Formed() bool { return s.SlotCount > 0 && len(s.Slots) == s.
 type InitCluster struct {
 	SlotCount         int
 	ReplicationFactor int
-	Nodes             []Node
-	Slots             []SlotEntry
+	Nodes             []model.Node
+	Slots             []model.SlotEntry
 	Now               int64
 }
 
 // UpsertNode adds a node or updates its addresses and status.
 type UpsertNode struct {
-	N   Node
+	N   model.Node
 	Now int64
 }
 
@@ -118,7 +71,7 @@ func (*RemoveNode) Type() CmdType { return CmdRemoveNode }
 // Type implements Command.
 func (*SetReplicationFactor) Type() CmdType { return CmdSetRF }
 
-func appendNode(dst []byte, n *Node) []byte {
+func appendNode(dst []byte, n *model.Node) []byte {
 	dst = putStr(dst, n.ID)
 	dst = putStr(dst, n.HTTPAddr)
 	dst = putStr(dst, n.BindAddr)
@@ -128,13 +81,13 @@ func appendNode(dst []byte, n *Node) []byte {
 	return binary.AppendVarint(dst, n.JoinedAt)
 }
 
-func (r *reader) node() Node {
-	var n Node
+func (r *reader) node() model.Node {
+	var n model.Node
 	n.ID = r.str(maxStr)
 	n.HTTPAddr = r.str(maxStr)
 	n.BindAddr = r.str(maxStr)
 	n.SerfAddr = r.str(maxStr)
-	n.Status = NodeStatus(r.str(maxStr))
+	n.Status = model.NodeStatus(r.str(maxStr))
 	n.Since = r.varint()
 	n.JoinedAt = r.varint()
 	return n
@@ -192,7 +145,7 @@ func (r *reader) initCluster() *InitCluster {
 		return c
 	}
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		e := SlotEntry{Replicas: r.strs()}
+		e := model.SlotEntry{Replicas: r.strs()}
 		e.Epoch = r.uvarint()
 		c.Slots = append(c.Slots, e)
 	}
@@ -236,14 +189,14 @@ func (c *SetReplicationFactor) appendBody(dst []byte) []byte {
 }
 
 // applyCluster applies the cluster commands to a (cloned) meta state.
-func (s *MetaState) applyCluster(c Command) (Result, bool) {
+func (s *MetaState) applyCluster(c Command) (model.Result, bool) {
 	switch c := c.(type) {
 	case *InitCluster:
 		if s.Formed() || c.SlotCount <= 0 || len(c.Slots) != c.SlotCount {
-			return Result{Code: Rejected}, true
+			return model.Result{Code: model.CodeRejected}, true
 		}
 		s.SlotCount, s.ReplicationFactor = c.SlotCount, c.ReplicationFactor
-		s.Slots = make([]SlotEntry, len(c.Slots))
+		s.Slots = make([]model.SlotEntry, len(c.Slots))
 		for i, e := range c.Slots {
 			s.Slots[i] = e.Clone()
 		}
@@ -257,7 +210,7 @@ func (s *MetaState) applyCluster(c Command) (Result, bool) {
 			}
 			s.Nodes[n.ID] = &n
 		}
-		return Result{Code: OK}, true
+		return model.Result{Code: model.CodeOK}, true
 	case *UpsertNode:
 		n := c.N
 		if old, ok := s.Nodes[n.ID]; ok {
@@ -268,36 +221,36 @@ func (s *MetaState) applyCluster(c Command) (Result, bool) {
 				n.Since = c.Now
 			}
 			if *old == n {
-				return Result{Code: OK}, true
+				return model.Result{Code: model.CodeOK}, true
 			}
 			s.Nodes[n.ID] = &n
-			return Result{Code: OK}, true
+			return model.Result{Code: model.CodeOK}, true
 		}
 		n.JoinedAt, n.Since = c.Now, c.Now
 		s.Nodes[n.ID] = &n
-		return Result{Code: Created}, true
+		return model.Result{Code: model.CodeCreated}, true
 	case *SetSlots:
-		res := Result{Code: OK}
-		slots := append([]SlotEntry(nil), s.Slots...)
+		res := model.Result{Code: model.CodeOK}
+		slots := append([]model.SlotEntry(nil), s.Slots...)
 		for _, u := range c.Updates {
 			if u.Slot < 0 || u.Slot >= len(slots) || slots[u.Slot].Epoch != u.ExpectEpoch {
-				res.Code = Stale
+				res.Code = model.CodeStale
 				continue
 			}
-			slots[u.Slot] = SlotEntry{Replicas: append([]string(nil), u.Replicas...), Epoch: u.ExpectEpoch + 1}
+			slots[u.Slot] = model.SlotEntry{Replicas: append([]string(nil), u.Replicas...), Epoch: u.ExpectEpoch + 1}
 			res.N++
 		}
 		s.Slots = slots
 		return res, true
 	case *RemoveNode:
 		if _, ok := s.Nodes[c.ID]; !ok {
-			return Result{Code: NotFound}, true
+			return model.Result{Code: model.CodeNotFound}, true
 		}
 		delete(s.Nodes, c.ID)
-		return Result{Code: OK}, true
+		return model.Result{Code: model.CodeOK}, true
 	case *SetReplicationFactor:
 		s.ReplicationFactor = c.RF
-		return Result{Code: OK}, true
+		return model.Result{Code: model.CodeOK}, true
 	}
-	return Result{}, false
+	return model.Result{}, false
 }

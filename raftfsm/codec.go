@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // CmdType is the first byte of every encoded command.
@@ -192,7 +194,7 @@ func decodeOne(b []byte) (Command, error) {
 	return c, nil
 }
 
-func appendSpec(dst []byte, s *JobSpec) []byte {
+func appendSpec(dst []byte, s *model.JobSpec) []byte {
 	dst = binary.AppendVarint(dst, s.TriggerTime)
 	dst = putStr(dst, s.CallbackURL)
 	dst = putStr(dst, s.Route)
@@ -202,13 +204,13 @@ func appendSpec(dst []byte, s *JobSpec) []byte {
 		dst = append(dst, 1)
 		dst = putBytes(dst, s.Meta)
 	}
-	dst = s.Retry.append(dst)
+	dst = appendRetry(dst, s.Retry)
 	dst = binary.AppendVarint(dst, s.CallbackTimeoutMs)
 	return binary.LittleEndian.AppendUint64(dst, s.Hash)
 }
 
-func (r *reader) spec() JobSpec {
-	var s JobSpec
+func (r *reader) spec() model.JobSpec {
+	var s model.JobSpec
 	s.TriggerTime = r.varint()
 	s.CallbackURL = r.str(maxStr)
 	s.Route = r.str(maxStr)
@@ -230,7 +232,7 @@ func (r *reader) spec() JobSpec {
 // the same spec hash is reported as Exists, any other as Conflict.
 type Create struct {
 	Coll, ID string
-	Spec     JobSpec
+	Spec     model.JobSpec
 	Now      int64
 }
 
@@ -245,7 +247,7 @@ func (c *Create) appendBody(dst []byte) []byte {
 // must equal the current version.
 type Upsert struct {
 	Coll, ID string
-	Spec     JobSpec
+	Spec     model.JobSpec
 	IfMatch  uint64
 	Now      int64
 }
@@ -386,7 +388,7 @@ func (c *PurgeCollection) appendBody(dst []byte) []byte {
 
 // PutCollection creates or replaces a collection's configuration.
 type PutCollection struct {
-	C   Collection
+	C   model.Collection
 	Now int64
 }
 
@@ -418,7 +420,7 @@ func (c *ForgetCollection) appendBody(dst []byte) []byte { return putStr(dst, c.
 
 // PutRoute creates or replaces a route.
 type PutRoute struct {
-	R   Route
+	R   model.Route
 	Now int64
 }
 
@@ -435,9 +437,9 @@ type DeleteRoute struct{ Name string }
 func (*DeleteRoute) Type() CmdType                  { return CmdDeleteRoute }
 func (c *DeleteRoute) appendBody(dst []byte) []byte { return putStr(dst, c.Name) }
 
-func appendCollection(dst []byte, c *Collection) []byte {
+func appendCollection(dst []byte, c *model.Collection) []byte {
 	dst = putStr(dst, c.Name)
-	dst = c.Retry.append(dst)
+	dst = appendRetry(dst, c.Retry)
 	dst = binary.AppendVarint(dst, c.CallbackTimeoutMs)
 	dst = binary.AppendVarint(dst, c.RetentionMs)
 	dst = putStr(dst, c.SigningSecret)
@@ -450,8 +452,8 @@ func appendCollection(dst []byte, c *Collection) []byte {
 	return binary.AppendVarint(dst, c.UpdatedAt)
 }
 
-func (r *reader) collection() Collection {
-	var c Collection
+func (r *reader) collection() model.Collection {
+	var c model.Collection
 	c.Name = r.str(maxStr)
 	c.Retry = r.retryPolicy()
 	c.CallbackTimeoutMs = r.varint()
@@ -463,7 +465,7 @@ func (r *reader) collection() Collection {
 	return c
 }
 
-func appendRoute(dst []byte, rt *Route) []byte {
+func appendRoute(dst []byte, rt *model.Route) []byte {
 	dst = putStr(dst, rt.Name)
 	dst = putStr(dst, rt.WebhookURL)
 	keys := make([]string, 0, len(rt.Headers))
@@ -481,8 +483,8 @@ func appendRoute(dst []byte, rt *Route) []byte {
 	return binary.AppendVarint(dst, rt.UpdatedAt)
 }
 
-func (r *reader) route() Route {
-	var rt Route
+func (r *reader) route() model.Route {
+	var rt model.Route
 	rt.Name = r.str(maxStr)
 	rt.WebhookURL = r.str(maxStr)
 	n := r.uvarint()

@@ -3,14 +3,16 @@ package raftfsm
 import (
 	"reflect"
 	"testing"
+
+	"github.com/timemachine-db/timemachine/model"
 )
 
 func sampleCommands() []Command {
-	spec := JobSpec{TriggerTime: 1767225600000, CallbackURL: "https://example.com/hook", Meta: []byte(`{"a":1}`),
-		Retry: RetryPolicy{MaxAttempts: 3, InitialIntervalMs: 500, Multiplier: 1.5}, CallbackTimeoutMs: 2500, Hash: 0xdeadbeef}
+	spec := model.JobSpec{TriggerTime: 1767225600000, CallbackURL: "https://example.com/hook", Meta: []byte(`{"a":1}`),
+		Retry: model.RetryPolicy{MaxAttempts: 3, InitialIntervalMs: 500, Multiplier: 1.5}, CallbackTimeoutMs: 2500, Hash: 0xdeadbeef}
 	return []Command{
 		&Create{Coll: "default", ID: "a", Spec: spec, Now: 42},
-		&Create{Coll: "c", ID: "no-meta", Spec: JobSpec{TriggerTime: -5, Route: "billing"}, Now: 1},
+		&Create{Coll: "c", ID: "no-meta", Spec: model.JobSpec{TriggerTime: -5, Route: "billing"}, Now: 1},
 		&Upsert{Coll: "c", ID: "b", Spec: spec, IfMatch: 7, Now: 43},
 		&Delete{Coll: "c", ID: "d"},
 		&Ack{Coll: "c", ID: "e", Version: 3, Success: true, Attempts: 1, Now: 44},
@@ -21,14 +23,14 @@ func sampleCommands() []Command {
 		&DropDue{Due: 5, Coll: "c", ID: "i"},
 		&RemoveFinished{Coll: "c", Before: 77, Limit: 2000},
 		&PurgeCollection{Coll: "c", Limit: 5000},
-		&PutCollection{C: Collection{Name: "c", Retry: RetryPolicy{MaxAttempts: 2}, CallbackTimeoutMs: 1, RetentionMs: 2, SigningSecret: "whsec_x", CreatedAt: 3, UpdatedAt: 4}, Now: 48},
+		&PutCollection{C: model.Collection{Name: "c", Retry: model.RetryPolicy{MaxAttempts: 2}, CallbackTimeoutMs: 1, RetentionMs: 2, SigningSecret: "whsec_x", CreatedAt: 3, UpdatedAt: 4}, Now: 48},
 		&MarkCollectionDeleting{Name: "c", Now: 49},
 		&ForgetCollection{Name: "c"},
-		&PutRoute{R: Route{Name: "r", WebhookURL: "http://x", Headers: map[string]string{"A": "1", "B": "2"}, SigningSecret: "s", TimeoutMs: 5}, Now: 50},
+		&PutRoute{R: model.Route{Name: "r", WebhookURL: "http://x", Headers: map[string]string{"A": "1", "B": "2"}, SigningSecret: "s", TimeoutMs: 5}, Now: 50},
 		&DeleteRoute{Name: "r"},
-		&InitCluster{SlotCount: 2, ReplicationFactor: 3, Nodes: []Node{{ID: "n1", HTTPAddr: "h", BindAddr: "b", SerfAddr: "s", Status: NodeAlive, Since: 1, JoinedAt: 2}},
-			Slots: []SlotEntry{{Replicas: []string{"n1", "n2"}, Epoch: 1}, {Replicas: []string{"n2"}, Epoch: 1}}, Now: 9},
-		&UpsertNode{N: Node{ID: "n2", Status: NodeFailed}, Now: 10},
+		&InitCluster{SlotCount: 2, ReplicationFactor: 3, Nodes: []model.Node{{ID: "n1", HTTPAddr: "h", BindAddr: "b", SerfAddr: "s", Status: model.NodeAlive, Since: 1, JoinedAt: 2}},
+			Slots: []model.SlotEntry{{Replicas: []string{"n1", "n2"}, Epoch: 1}, {Replicas: []string{"n2"}, Epoch: 1}}, Now: 9},
+		&UpsertNode{N: model.Node{ID: "n2", Status: model.NodeFailed}, Now: 10},
 		&SetSlots{Updates: []SlotUpdate{{Slot: 1, Replicas: []string{"n3", "n1"}, ExpectEpoch: 4}}},
 		&RemoveNode{ID: "n2"},
 		&SetReplicationFactor{RF: 3},
@@ -103,14 +105,14 @@ func FuzzDecode(f *testing.F) {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	jobs := []Job{
-		{Version: 1, Status: StatusScheduled, TriggerTime: 100, DueTime: 100, CreatedAt: 50, UpdatedAt: 50, CallbackURL: "http://x", SpecHash: 9},
-		{Version: 9, Status: StatusFailed, TriggerTime: 100, DueTime: 180, Attempts: 5, CreatedAt: 50, UpdatedAt: 200, FinishedAt: 200,
-			Route: "r", Meta: []byte(`{}`), Retry: RetryPolicy{MaxAttempts: 5, Multiplier: 3}, CallbackTimeoutMs: 10, LastError: "boom", SpecHash: 1},
-		{Version: 2, Status: StatusSucceeded, TriggerTime: -1, DueTime: -1, Meta: []byte{}},
+	jobs := []model.Job{
+		{Version: 1, Status: model.StatusScheduled, TriggerTime: 100, DueTime: 100, CreatedAt: 50, UpdatedAt: 50, CallbackURL: "http://x", SpecHash: 9},
+		{Version: 9, Status: model.StatusFailed, TriggerTime: 100, DueTime: 180, Attempts: 5, CreatedAt: 50, UpdatedAt: 200, FinishedAt: 200,
+			Route: "r", Meta: []byte(`{}`), Retry: model.RetryPolicy{MaxAttempts: 5, Multiplier: 3}, CallbackTimeoutMs: 10, LastError: "boom", SpecHash: 1},
+		{Version: 2, Status: model.StatusSucceeded, TriggerTime: -1, DueTime: -1, Meta: []byte{}},
 	}
 	for i, j := range jobs {
-		var got Job
+		var got model.Job
 		if err := DecodeRecord(AppendRecord(nil, &j), &got); err != nil {
 			t.Fatalf("job %d: %v", i, err)
 		}
@@ -121,14 +123,14 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	j := Job{Version: 1, Status: StatusScheduled, TriggerTime: 100, DueTime: 100, CallbackURL: "http://x", Meta: []byte(`{"a":1}`)}
+	j := model.Job{Version: 1, Status: model.StatusScheduled, TriggerTime: 100, DueTime: 100, CallbackURL: "http://x", Meta: []byte(`{"a":1}`)}
 	f.Add(AppendRecord(nil, &j))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var j Job
+		var j model.Job
 		if DecodeRecord(b, &j) != nil {
 			return
 		}
-		var again Job
+		var again model.Job
 		if err := DecodeRecord(AppendRecord(nil, &j), &again); err != nil || !reflect.DeepEqual(again, j) {
 			t.Fatalf("record re-encode: %v", err)
 		}
@@ -136,10 +138,10 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 func TestResultsRoundTrip(t *testing.T) {
-	res := []Result{
-		{Code: Created, Job: &Job{Collection: "c", ID: "a", Version: 1, Status: StatusScheduled, TriggerTime: 5, DueTime: 5, CallbackURL: "http://x", Meta: []byte(`{}`)}},
-		{Code: Stale},
-		{Code: OK, More: true, N: 42},
+	res := []model.Result{
+		{Code: model.CodeCreated, Job: &model.Job{Collection: "c", ID: "a", Version: 1, Status: model.StatusScheduled, TriggerTime: 5, DueTime: 5, CallbackURL: "http://x", Meta: []byte(`{}`)}},
+		{Code: model.CodeStale},
+		{Code: model.CodeOK, More: true, N: 42},
 	}
 	got, err := DecodeResults(EncodeResults(res))
 	if err != nil || !reflect.DeepEqual(got, res) {
@@ -157,7 +159,7 @@ func TestResultsRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeResults(f *testing.F) {
-	f.Add(EncodeResults([]Result{{Code: OK, Job: &Job{Collection: "c", ID: "i", Status: StatusFailed}}}))
+	f.Add(EncodeResults([]model.Result{{Code: model.CodeOK, Job: &model.Job{Collection: "c", ID: "i", Status: model.StatusFailed}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = DecodeResults(b)
 		_, _ = SplitBatch(b)

@@ -3,102 +3,14 @@ package raftfsm
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/timemachine-db/timemachine/model"
 )
 
-// Status is a job's lifecycle state.
-type Status uint8
+// The record format: how a job is stored in its slot's key span (the key
+// holds collection and id, the value everything else).
 
-// The states of a job. A scheduled job has an entry in its slot's due index;
-// a finished one (succeeded or failed) has an entry in the finished index
-// until its collection's retention removes it.
-const (
-	StatusScheduled Status = 1
-	StatusSucceeded Status = 2
-	StatusFailed    Status = 3
-)
-
-// String is the API spelling of the status.
-func (s Status) String() string {
-	switch s {
-	case StatusScheduled:
-		return "scheduled"
-	case StatusSucceeded:
-		return "succeeded"
-	case StatusFailed:
-		return "failed"
-	}
-	return fmt.Sprintf("status(%d)", uint8(s))
-}
-
-// ParseStatus is the inverse of String.
-func ParseStatus(s string) (Status, bool) {
-	switch s {
-	case "scheduled":
-		return StatusScheduled, true
-	case "succeeded":
-		return StatusSucceeded, true
-	case "failed":
-		return StatusFailed, true
-	}
-	return 0, false
-}
-
-// Finished reports whether the job will not fire again.
-func (s Status) Finished() bool { return s == StatusSucceeded || s == StatusFailed }
-
-// RetryPolicy is the retry schedule of a job or a collection. A zero field is
-// unset and takes the next level's value (job → collection → defaults).
-// Durations are milliseconds.
-type RetryPolicy struct {
-	MaxAttempts       int64
-	InitialIntervalMs int64
-	Multiplier        float64
-	MaxIntervalMs     int64
-	MaxAgeMs          int64
-}
-
-// DefaultRetryPolicy is the contract's default (API.md §3).
-var DefaultRetryPolicy = RetryPolicy{
-	MaxAttempts:       5,
-	InitialIntervalMs: 1000,
-	Multiplier:        2.0,
-	MaxIntervalMs:     10 * 60 * 1000,
-	MaxAgeMs:          24 * 60 * 60 * 1000,
-}
-
-// Default callback timeout and retention (API.md §3).
-const (
-	DefaultCallbackTimeoutMs = 10_000
-	DefaultRetentionMs       = 24 * 60 * 60 * 1000
-)
-
-// Or fills the unset fields of p from q.
-func (p RetryPolicy) Or(q RetryPolicy) RetryPolicy {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = q.MaxAttempts
-	}
-	if p.InitialIntervalMs == 0 {
-		p.InitialIntervalMs = q.InitialIntervalMs
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = q.Multiplier
-	}
-	if p.MaxIntervalMs == 0 {
-		p.MaxIntervalMs = q.MaxIntervalMs
-	}
-	if p.MaxAgeMs == 0 {
-		p.MaxAgeMs = q.MaxAgeMs
-	}
-	return p
-}
-
-// IsZero reports whether no field is set.
-func (p RetryPolicy) IsZero() bool { return p == RetryPolicy{} }
-
-func (p RetryPolicy) append(dst []byte) []byte {
+func appendRetry(dst []byte, p model.RetryPolicy) []byte {
 	dst = binary.AppendVarint(dst, p.MaxAttempts)
 	dst = binary.AppendVarint(dst, p.InitialIntervalMs)
 	dst = putF64(dst, p.Multiplier)
@@ -106,65 +18,14 @@ func (p RetryPolicy) append(dst []byte) []byte {
 	return binary.AppendVarint(dst, p.MaxAgeMs)
 }
 
-func (r *reader) retryPolicy() RetryPolicy {
-	return RetryPolicy{
+func (r *reader) retryPolicy() model.RetryPolicy {
+	return model.RetryPolicy{
 		MaxAttempts:       r.varint(),
 		InitialIntervalMs: r.varint(),
 		Multiplier:        r.f64(),
 		MaxIntervalMs:     r.varint(),
 		MaxAgeMs:          r.varint(),
 	}
-}
-
-// JobSpec is what a user specifies for a job: everything a create or an
-// upsert carries. Hash identifies the spec as the user gave it, so a client
-// that retries a POST (even one with a relative "delay") is recognised.
-type JobSpec struct {
-	TriggerTime       int64
-	CallbackURL       string
-	Route             string
-	Meta              []byte // compact JSON, nil when absent
-	Retry             RetryPolicy
-	CallbackTimeoutMs int64
-	Hash              uint64
-}
-
-// HashSpec computes JobSpec.Hash. triggerAsGiven is the trigger exactly as
-// the user wrote it ("1767225600000", "2026-01-01T00:00:00Z" or "delay:90s").
-func HashSpec(s *JobSpec, triggerAsGiven string) uint64 {
-	h := xxhash.New()
-	var buf []byte
-	buf = putStr(buf, triggerAsGiven)
-	buf = putStr(buf, s.CallbackURL)
-	buf = putStr(buf, s.Route)
-	buf = putBytes(buf, s.Meta)
-	buf = s.Retry.append(buf)
-	buf = binary.AppendVarint(buf, s.CallbackTimeoutMs)
-	_, _ = h.Write(buf)
-	return h.Sum64()
-}
-
-// Job is the stored state of one job. Collection and ID live in the key and
-// are filled in on decode.
-type Job struct {
-	Collection string
-	ID         string
-
-	Version           uint64
-	Status            Status
-	TriggerTime       int64 // ms; the occurrence the Idempotency-Key names
-	DueTime           int64 // ms; next attempt (== TriggerTime until a retry)
-	Attempts          int64
-	CreatedAt         int64
-	UpdatedAt         int64
-	FinishedAt        int64
-	CallbackURL       string
-	Route             string
-	Meta              []byte
-	Retry             RetryPolicy
-	CallbackTimeoutMs int64
-	LastError         string
-	SpecHash          uint64
 }
 
 // recordV1 is the first (and so far only) record format.
@@ -183,7 +44,7 @@ const (
 )
 
 // AppendRecord encodes j (without collection and id) after dst.
-func AppendRecord(dst []byte, j *Job) []byte {
+func AppendRecord(dst []byte, j *model.Job) []byte {
 	var flags uint64
 	if j.CallbackURL != "" {
 		flags |= fURL
@@ -228,7 +89,7 @@ func AppendRecord(dst []byte, j *Job) []byte {
 		dst = putBytes(dst, j.Meta)
 	}
 	if flags&fRetry != 0 {
-		dst = j.Retry.append(dst)
+		dst = appendRetry(dst, j.Retry)
 	}
 	if flags&fTimeout != 0 {
 		dst = binary.AppendVarint(dst, j.CallbackTimeoutMs)
@@ -241,12 +102,12 @@ func AppendRecord(dst []byte, j *Job) []byte {
 
 // DecodeRecord decodes a record written by AppendRecord. The returned job
 // does not alias b.
-func DecodeRecord(b []byte, j *Job) error {
+func DecodeRecord(b []byte, j *model.Job) error {
 	r := reader{b: b}
 	if v := r.byte(); v != recordV1 && r.err == nil {
 		return fmt.Errorf("%w: record version %d (written by a newer binary?)", ErrCorrupt, v)
 	}
-	j.Status = Status(r.byte())
+	j.Status = model.Status(r.byte())
 	flags := r.uvarint()
 	j.Version = r.uvarint()
 	j.TriggerTime = r.varint()
@@ -260,7 +121,7 @@ func DecodeRecord(b []byte, j *Job) error {
 	} else {
 		r.fail("short spec hash")
 	}
-	j.FinishedAt, j.CallbackURL, j.Route, j.Meta, j.Retry, j.CallbackTimeoutMs, j.LastError = 0, "", "", nil, RetryPolicy{}, 0, ""
+	j.FinishedAt, j.CallbackURL, j.Route, j.Meta, j.Retry, j.CallbackTimeoutMs, j.LastError = 0, "", "", nil, model.RetryPolicy{}, 0, ""
 	if flags&fFinished != 0 {
 		j.FinishedAt = j.CreatedAt + r.varint()
 	}
@@ -282,17 +143,8 @@ func DecodeRecord(b []byte, j *Job) error {
 	if flags&fLastError != 0 {
 		j.LastError = r.str(maxStr)
 	}
-	if j.Status < StatusScheduled || j.Status > StatusFailed {
+	if j.Status < model.StatusScheduled || j.Status > model.StatusFailed {
 		r.fail("bad status")
 	}
 	return r.done()
 }
-
-// IdempotencyKey names one occurrence of a job; it is the same on every
-// attempt of that occurrence (API.md §4).
-func (j *Job) IdempotencyKey() string {
-	return fmt.Sprintf("%s:%s:%d", j.Collection, j.ID, j.TriggerTime)
-}
-
-// Duration converts milliseconds to a time.Duration.
-func Duration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -8,105 +8,59 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/model"
 )
-
-// DefaultCollection always exists: jobs can be created in it without
-// configuring anything, and it cannot be deleted.
-const DefaultCollection = "default"
-
-// Collection is a namespace of jobs with defaults. Zero fields are unset and
-// take the built-in defaults.
-type Collection struct {
-	Name              string      `json:"name"`
-	Retry             RetryPolicy `json:"retry"`
-	CallbackTimeoutMs int64       `json:"callback_timeout_ms"`
-	RetentionMs       int64       `json:"retention_ms"`
-	SigningSecret     string      `json:"signing_secret"`
-	Deleting          bool        `json:"deleting"`
-	CreatedAt         int64       `json:"created_at"`
-	UpdatedAt         int64       `json:"updated_at"`
-}
-
-// EffectiveRetry is the collection's policy with defaults filled in.
-func (c *Collection) EffectiveRetry() RetryPolicy { return c.Retry.Or(DefaultRetryPolicy) }
-
-// EffectiveTimeoutMs is the callback timeout with the default filled in.
-func (c *Collection) EffectiveTimeoutMs() int64 {
-	if c.CallbackTimeoutMs > 0 {
-		return c.CallbackTimeoutMs
-	}
-	return DefaultCallbackTimeoutMs
-}
-
-// EffectiveRetentionMs is the retention with the default filled in.
-func (c *Collection) EffectiveRetentionMs() int64 {
-	if c.RetentionMs > 0 {
-		return c.RetentionMs
-	}
-	return DefaultRetentionMs
-}
-
-// Route is a named webhook target, resolved at fire time.
-type Route struct {
-	Name          string            `json:"name"`
-	WebhookURL    string            `json:"webhook_url"`
-	Headers       map[string]string `json:"headers"`
-	SigningSecret string            `json:"signing_secret"`
-	TimeoutMs     int64             `json:"timeout_ms"`
-	CreatedAt     int64             `json:"created_at"`
-	UpdatedAt     int64             `json:"updated_at"`
-}
 
 // MetaState is one immutable version of the meta state. Readers get it
 // without locks; Apply builds the next version and swaps the pointer.
 type MetaState struct {
-	Index       uint64                 `json:"index"`
-	Collections map[string]*Collection `json:"collections"`
-	Routes      map[string]*Route      `json:"routes"`
+	Index       uint64                       `json:"index"`
+	Collections map[string]*model.Collection `json:"collections"`
+	Routes      map[string]*model.Route      `json:"routes"`
 
 	// The cluster: its shape (fixed at formation), members and the desired
 	// replica set of every slot.
-	SlotCount         int              `json:"slot_count"`
-	ReplicationFactor int              `json:"replication_factor"` // configured; 0 = min(3, nodes)
-	Nodes             map[string]*Node `json:"nodes"`
-	Slots             []SlotEntry      `json:"slots"`
+	SlotCount         int                    `json:"slot_count"`
+	ReplicationFactor int                    `json:"replication_factor"` // configured; 0 = min(3, nodes)
+	Nodes             map[string]*model.Node `json:"nodes"`
+	Slots             []model.SlotEntry      `json:"slots"`
 }
 
 // Collection returns a collection's config. The default collection exists
 // even when it was never configured.
-func (s *MetaState) Collection(name string) (*Collection, bool) {
+func (s *MetaState) Collection(name string) (*model.Collection, bool) {
 	if c, ok := s.Collections[name]; ok {
 		return c, true
 	}
-	if name == DefaultCollection {
-		return &Collection{Name: DefaultCollection}, true
+	if name == model.DefaultCollection {
+		return &model.Collection{Name: model.DefaultCollection}, true
 	}
 	return nil, false
 }
 
 // CollectionList returns every collection, including the implicit default,
 // sorted by name.
-func (s *MetaState) CollectionList() []*Collection {
-	out := make([]*Collection, 0, len(s.Collections)+1)
+func (s *MetaState) CollectionList() []*model.Collection {
+	out := make([]*model.Collection, 0, len(s.Collections)+1)
 	for _, c := range s.Collections {
 		out = append(out, c)
 	}
-	if _, ok := s.Collections[DefaultCollection]; !ok {
-		out = append(out, &Collection{Name: DefaultCollection})
+	if _, ok := s.Collections[model.DefaultCollection]; !ok {
+		out = append(out, &model.Collection{Name: model.DefaultCollection})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // Route returns a route.
-func (s *MetaState) Route(name string) (*Route, bool) {
+func (s *MetaState) Route(name string) (*model.Route, bool) {
 	r, ok := s.Routes[name]
 	return r, ok
 }
 
 // RouteList returns every route sorted by name.
-func (s *MetaState) RouteList() []*Route {
-	out := make([]*Route, 0, len(s.Routes))
+func (s *MetaState) RouteList() []*model.Route {
+	out := make([]*model.Route, 0, len(s.Routes))
 	for _, r := range s.Routes {
 		out = append(out, r)
 	}
@@ -117,11 +71,11 @@ func (s *MetaState) RouteList() []*Route {
 func (s *MetaState) clone() *MetaState {
 	n := &MetaState{
 		Index:             s.Index,
-		Collections:       make(map[string]*Collection, len(s.Collections)),
-		Routes:            make(map[string]*Route, len(s.Routes)),
+		Collections:       make(map[string]*model.Collection, len(s.Collections)),
+		Routes:            make(map[string]*model.Route, len(s.Routes)),
 		SlotCount:         s.SlotCount,
 		ReplicationFactor: s.ReplicationFactor,
-		Nodes:             make(map[string]*Node, len(s.Nodes)),
+		Nodes:             make(map[string]*model.Node, len(s.Nodes)),
 		Slots:             s.Slots, // copied on write by SetSlots
 	}
 	for k, v := range s.Nodes {
@@ -149,7 +103,7 @@ type MetaFSM struct {
 // NewMetaFSM returns an empty meta state machine.
 func NewMetaFSM() *MetaFSM {
 	f := &MetaFSM{}
-	f.state.Store(&MetaState{Collections: map[string]*Collection{}, Routes: map[string]*Route{}, Nodes: map[string]*Node{}})
+	f.state.Store(&MetaState{Collections: map[string]*model.Collection{}, Routes: map[string]*model.Route{}, Nodes: map[string]*model.Node{}})
 	return f
 }
 
@@ -160,7 +114,7 @@ func (f *MetaFSM) State() *MetaState { return f.state.Load() }
 func (f *MetaFSM) Apply(l *raft.Log) interface{} {
 	cur := f.state.Load()
 	if l.Index <= cur.Index {
-		return []Result{}
+		return []model.Result{}
 	}
 	next := cur.clone()
 	next.Index = l.Index
@@ -173,7 +127,7 @@ func (f *MetaFSM) Apply(l *raft.Log) interface{} {
 		f.state.Store(next)
 		return fmt.Errorf("meta apply at index %d: %w", l.Index, err)
 	}
-	res := make([]Result, len(cmds))
+	res := make([]model.Result, len(cmds))
 	for i, c := range cmds {
 		res[i] = next.apply(c)
 	}
@@ -184,7 +138,7 @@ func (f *MetaFSM) Apply(l *raft.Log) interface{} {
 	return res
 }
 
-func (s *MetaState) apply(c Command) Result {
+func (s *MetaState) apply(c Command) model.Result {
 	if r, ok := s.applyCluster(c); ok {
 		return r
 	}
@@ -193,60 +147,60 @@ func (s *MetaState) apply(c Command) Result {
 		nc := c.C
 		old, ok := s.Collections[nc.Name]
 		if ok && old.Deleting {
-			return Result{Code: Rejected}
+			return model.Result{Code: model.CodeRejected}
 		}
 		nc.UpdatedAt = c.Now
 		nc.CreatedAt = c.Now
-		code := Created
+		code := model.CodeCreated
 		if ok {
 			nc.CreatedAt = old.CreatedAt
-			code = OK
+			code = model.CodeOK
 		}
 		nc.Deleting = false
 		s.Collections[nc.Name] = &nc
-		return Result{Code: code}
+		return model.Result{Code: code}
 	case *MarkCollectionDeleting:
 		old, ok := s.Collection(c.Name)
 		if !ok {
-			return Result{Code: NotFound}
+			return model.Result{Code: model.CodeNotFound}
 		}
-		if c.Name == DefaultCollection {
-			return Result{Code: Rejected}
+		if c.Name == model.DefaultCollection {
+			return model.Result{Code: model.CodeRejected}
 		}
 		nc := *old
 		nc.Deleting = true
 		nc.UpdatedAt = c.Now
 		s.Collections[c.Name] = &nc
-		return Result{Code: OK}
+		return model.Result{Code: model.CodeOK}
 	case *ForgetCollection:
 		old, ok := s.Collections[c.Name]
 		if !ok {
-			return Result{Code: NotFound}
+			return model.Result{Code: model.CodeNotFound}
 		}
 		if !old.Deleting {
-			return Result{Code: Rejected}
+			return model.Result{Code: model.CodeRejected}
 		}
 		delete(s.Collections, c.Name)
-		return Result{Code: OK}
+		return model.Result{Code: model.CodeOK}
 	case *PutRoute:
 		nr := c.R
 		old, ok := s.Routes[nr.Name]
 		nr.CreatedAt, nr.UpdatedAt = c.Now, c.Now
-		code := Created
+		code := model.CodeCreated
 		if ok {
 			nr.CreatedAt = old.CreatedAt
-			code = OK
+			code = model.CodeOK
 		}
 		s.Routes[nr.Name] = &nr
-		return Result{Code: code}
+		return model.Result{Code: code}
 	case *DeleteRoute:
 		if _, ok := s.Routes[c.Name]; !ok {
-			return Result{Code: NotFound}
+			return model.Result{Code: model.CodeNotFound}
 		}
 		delete(s.Routes, c.Name)
-		return Result{Code: OK}
+		return model.Result{Code: model.CodeOK}
 	}
-	return Result{Code: Rejected}
+	return model.Result{Code: model.CodeRejected}
 }
 
 // Snapshot implements raft.FSM. The state is immutable, so the snapshot is
@@ -267,13 +221,13 @@ func (f *MetaFSM) Restore(rc io.ReadCloser) error {
 	}
 	s := env.State
 	if s.Collections == nil {
-		s.Collections = map[string]*Collection{}
+		s.Collections = map[string]*model.Collection{}
 	}
 	if s.Routes == nil {
-		s.Routes = map[string]*Route{}
+		s.Routes = map[string]*model.Route{}
 	}
 	if s.Nodes == nil {
-		s.Nodes = map[string]*Node{}
+		s.Nodes = map[string]*model.Node{}
 	}
 	f.state.Store(&s)
 	if f.OnChange != nil {

@@ -4,16 +4,17 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
 // GetJob reads one job of a slot.
-func GetJob(r storage.Reader, slot int, coll, id string) (*Job, bool, error) {
+func GetJob(r storage.Reader, slot int, coll, id string) (*model.Job, bool, error) {
 	v, ok, err := r.Get(storage.RecordKey(nil, slot, coll, id))
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	j := &Job{Collection: coll, ID: id}
+	j := &model.Job{Collection: coll, ID: id}
 	if err := DecodeRecord(v, j); err != nil {
 		return nil, false, fmt.Errorf("slot %d job %s/%s: %w", slot, coll, id, err)
 	}
@@ -22,8 +23,8 @@ func GetJob(r storage.Reader, slot int, coll, id string) (*Job, bool, error) {
 
 // GetJobs reads several jobs of a slot with one iterator, which costs a
 // fraction of a Get per job. jobs[i] is nil when refs[i] does not exist.
-func GetJobs(r storage.Reader, slot int, refs []storage.DueEntry) ([]*Job, error) {
-	out := make([]*Job, len(refs))
+func GetJobs(r storage.Reader, slot int, refs []storage.DueEntry) ([]*model.Job, error) {
+	out := make([]*model.Job, len(refs))
 	if len(refs) == 0 {
 		return out, nil
 	}
@@ -38,7 +39,7 @@ func GetJobs(r storage.Reader, slot int, refs []storage.DueEntry) ([]*Job, error
 		if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
 			continue
 		}
-		j := &Job{Collection: e.Coll, ID: e.ID}
+		j := &model.Job{Collection: e.Coll, ID: e.ID}
 		if err := DecodeRecord(it.Value(), j); err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("slot %d job %s/%s: %w", slot, e.Coll, e.ID, err)
@@ -74,42 +75,10 @@ func ScanDue(r storage.Reader, slot int, from, to int64, limit int, fn func(stor
 	return n, it.Close()
 }
 
-// ListPos is a position in a collection's (trigger_time, id) order.
-type ListPos struct {
-	Trigger int64
-	ID      string
-}
-
-// Less orders positions.
-func (p ListPos) Less(q ListPos) bool {
-	return p.Trigger < q.Trigger || (p.Trigger == q.Trigger && p.ID < q.ID)
-}
-
-// ListQuery selects jobs of one collection by trigger time.
-type ListQuery struct {
-	Coll   string
-	Status Status   // 0: any
-	From   int64    // trigger_time >= From
-	To     int64    // trigger_time < To
-	After  *ListPos // exclusive cursor
-	Limit  int      // matching jobs to return
-	Budget int      // index entries to examine at most (0: 10 × Limit + 1000)
-}
-
-// ListPage is one slot's answer to a ListQuery.
-type ListPage struct {
-	Jobs []*Job
-	// Stopped is set when the scan ended before the end of the range (the
-	// limit or the budget was reached); Pos is then the last position
-	// examined: everything up to it was considered.
-	Stopped bool
-	Pos     ListPos
-}
-
 // ListJobs lists the jobs of one collection in one slot in (trigger_time,
 // id) order.
-func ListJobs(r storage.Reader, slot int, q ListQuery) (ListPage, error) {
-	var page ListPage
+func ListJobs(r storage.Reader, slot int, q model.ListQuery) (model.ListPage, error) {
+	var page model.ListPage
 	if q.From >= q.To || q.Limit <= 0 {
 		return page, nil
 	}
@@ -141,7 +110,7 @@ func ListJobs(r storage.Reader, slot int, q ListQuery) (ListPage, error) {
 			_ = it.Close()
 			return page, err
 		}
-		page.Pos = ListPos{Trigger: t, ID: id}
+		page.Pos = model.ListPos{Trigger: t, ID: id}
 		j, found, err := GetJob(r, slot, q.Coll, id)
 		if err != nil {
 			_ = it.Close()

@@ -3,6 +3,8 @@ package raftfsm
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // Results travel between nodes when a write is forwarded to a slot's
@@ -10,7 +12,7 @@ import (
 const resultsV1 = 1
 
 // EncodeResults encodes command results.
-func EncodeResults(res []Result) []byte {
+func EncodeResults(res []model.Result) []byte {
 	dst := []byte{resultsV1}
 	dst = binary.AppendUvarint(dst, uint64(len(res)))
 	for _, r := range res {
@@ -33,7 +35,7 @@ func EncodeResults(res []Result) []byte {
 }
 
 // DecodeResults decodes what EncodeResults wrote.
-func DecodeResults(b []byte) ([]Result, error) {
+func DecodeResults(b []byte) ([]model.Result, error) {
 	if len(b) < 1 || b[0] != resultsV1 {
 		return nil, fmt.Errorf("%w: results format", ErrCorrupt)
 	}
@@ -42,11 +44,11 @@ func DecodeResults(b []byte) ([]Result, error) {
 	if n > uint64(len(r.b)) {
 		r.fail("results count")
 	}
-	out := make([]Result, 0, n)
+	out := make([]model.Result, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		res := Result{Code: Code(r.byte()), More: r.byte() == 1, N: r.varint()}
+		res := model.Result{Code: model.Code(r.byte()), More: r.byte() == 1, N: r.varint()}
 		if r.byte() == 1 {
-			j := &Job{Collection: r.str(maxStr), ID: r.str(maxStr)}
+			j := &model.Job{Collection: r.str(maxStr), ID: r.str(maxStr)}
 			rec := r.bytes(maxMeta + 64<<10)
 			if r.err == nil {
 				if err := DecodeRecord(rec, j); err != nil {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -182,7 +183,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			res[i] = err
 			continue
 		}
-		out := make([]Result, len(cmds))
+		out := make([]model.Result, len(cmds))
 		for j, c := range cmds {
 			r, err := s.apply(c)
 			if err != nil {
@@ -248,7 +249,7 @@ func (s *applyState) writeMeta(applied uint64) error {
 	return s.b.Set(storage.MetaKey(slot, storage.MetaPending), binary.AppendVarint(nil, s.pending))
 }
 
-func (s *applyState) apply(c Command) (Result, error) {
+func (s *applyState) apply(c Command) (model.Result, error) {
 	switch c := c.(type) {
 	case *Create:
 		return s.create(c)
@@ -271,11 +272,11 @@ func (s *applyState) apply(c Command) (Result, error) {
 	case *PurgeCollection:
 		return s.purgeCollection(c)
 	}
-	return Result{Code: Rejected}, nil
+	return model.Result{Code: model.CodeRejected}, nil
 }
 
 // getJob reads a job as of everything applied so far in this batch.
-func (s *applyState) getJob(coll, id string) (*Job, bool, error) {
+func (s *applyState) getJob(coll, id string) (*model.Job, bool, error) {
 	key := storage.RecordKey(nil, s.f.slot, coll, id)
 	if _, ok := s.touched[string(key)]; ok {
 		return GetJob(s.b, s.f.slot, coll, id)
@@ -292,19 +293,19 @@ func (s *applyState) getJob(coll, id string) (*Job, bool, error) {
 	if !s.exists.SeekPrefixGE(key) || !bytes.Equal(s.exists.Key(), key) {
 		return nil, false, nil
 	}
-	j := &Job{Collection: coll, ID: id}
+	j := &model.Job{Collection: coll, ID: id}
 	if err := DecodeRecord(s.exists.Value(), j); err != nil {
 		return nil, false, fmt.Errorf("slot %d job %s/%s: %w", s.f.slot, coll, id, err)
 	}
 	return j, true, nil
 }
 
-func newJob(coll, id string, spec *JobSpec, now int64) *Job {
-	return &Job{
+func newJob(coll, id string, spec *model.JobSpec, now int64) *model.Job {
+	return &model.Job{
 		Collection:        coll,
 		ID:                id,
 		Version:           1,
-		Status:            StatusScheduled,
+		Status:            model.StatusScheduled,
 		TriggerTime:       spec.TriggerTime,
 		DueTime:           spec.TriggerTime,
 		CreatedAt:         now,
@@ -330,73 +331,73 @@ func (s *applyState) closeExists() {
 	}
 }
 
-func (s *applyState) create(c *Create) (Result, error) {
+func (s *applyState) create(c *Create) (model.Result, error) {
 	old, found, err := s.getJob(c.Coll, c.ID)
 	if err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	if found {
 		if old.SpecHash == c.Spec.Hash {
-			return Result{Code: Exists, Job: old}, nil
+			return model.Result{Code: model.CodeExists, Job: old}, nil
 		}
-		return Result{Code: Conflict, Job: old}, nil
+		return model.Result{Code: model.CodeConflict, Job: old}, nil
 	}
 	j := newJob(c.Coll, c.ID, &c.Spec, c.Now)
 	if err := s.putJob(j); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	if err := s.addIndexes(j, true); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
-	return Result{Code: Created, Job: j}, nil
+	return model.Result{Code: model.CodeCreated, Job: j}, nil
 }
 
-func (s *applyState) upsert(c *Upsert) (Result, error) {
+func (s *applyState) upsert(c *Upsert) (model.Result, error) {
 	old, found, err := s.getJob(c.Coll, c.ID)
 	if err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	if c.IfMatch != 0 && (!found || old.Version != c.IfMatch) {
-		return Result{Code: PreconditionFailed, Job: old}, nil
+		return model.Result{Code: model.CodePreconditionFailed, Job: old}, nil
 	}
 	j := newJob(c.Coll, c.ID, &c.Spec, c.Now)
-	code := Created
+	code := model.CodeCreated
 	if found {
 		if err := s.removeIndexes(old, true); err != nil {
-			return Result{}, err
+			return model.Result{}, err
 		}
 		j.Version = old.Version + 1
 		j.CreatedAt = old.CreatedAt
-		code = OK
+		code = model.CodeOK
 	}
 	if err := s.putJob(j); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	if err := s.addIndexes(j, true); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
-	return Result{Code: code, Job: j}, nil
+	return model.Result{Code: code, Job: j}, nil
 }
 
-func (s *applyState) delete(c *Delete) (Result, error) {
+func (s *applyState) delete(c *Delete) (model.Result, error) {
 	old, found, err := s.getJob(c.Coll, c.ID)
 	if err != nil || !found {
-		return Result{Code: NotFound}, err
+		return model.Result{Code: model.CodeNotFound}, err
 	}
 	if err := s.removeIndexes(old, true); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	if err := s.deleteRecord(c.Coll, c.ID); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
-	return Result{Code: OK, Job: old}, nil
+	return model.Result{Code: model.CodeOK, Job: old}, nil
 }
 
 // firedVersion loads the job an outcome is about, or reports it stale: the
 // job was deleted, replaced or already finished since the leader fired it.
-func (s *applyState) firedVersion(coll, id string, version uint64) (*Job, bool, error) {
+func (s *applyState) firedVersion(coll, id string, version uint64) (*model.Job, bool, error) {
 	j, found, err := s.getJob(coll, id)
-	if err != nil || !found || j.Version != version || j.Status != StatusScheduled {
+	if err != nil || !found || j.Version != version || j.Status != model.StatusScheduled {
 		return nil, false, err
 	}
 	return j, true, nil
@@ -406,31 +407,31 @@ func (s *applyState) firedVersion(coll, id string, version uint64) (*Job, bool, 
 // job's index entries out, lets change edit the job, bumps the version and
 // writes job and indexes back. moveList is set when the change moves the
 // trigger time (the list index is keyed by it).
-func (s *applyState) outcome(coll, id string, version uint64, now int64, moveList bool, change func(j *Job)) (Result, error) {
+func (s *applyState) outcome(coll, id string, version uint64, now int64, moveList bool, change func(j *model.Job)) (model.Result, error) {
 	j, ok, err := s.firedVersion(coll, id, version)
 	if err != nil || !ok {
-		return Result{Code: Stale}, err
+		return model.Result{Code: model.CodeStale}, err
 	}
 	if err := s.removeIndexes(j, moveList); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	change(j)
 	j.UpdatedAt = now
 	j.Version++
 	if err := s.putJob(j); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	if err := s.addIndexes(j, moveList); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
-	return Result{Code: OK, Job: j}, nil
+	return model.Result{Code: model.CodeOK, Job: j}, nil
 }
 
-func (s *applyState) ack(c *Ack) (Result, error) {
-	return s.outcome(c.Coll, c.ID, c.Version, c.Now, false, func(j *Job) {
-		j.Status = StatusFailed
+func (s *applyState) ack(c *Ack) (model.Result, error) {
+	return s.outcome(c.Coll, c.ID, c.Version, c.Now, false, func(j *model.Job) {
+		j.Status = model.StatusFailed
 		if c.Success {
-			j.Status = StatusSucceeded
+			j.Status = model.StatusSucceeded
 		}
 		j.Attempts = c.Attempts
 		j.LastError = c.LastError
@@ -438,16 +439,16 @@ func (s *applyState) ack(c *Ack) (Result, error) {
 	})
 }
 
-func (s *applyState) retry(c *Retry) (Result, error) {
-	return s.outcome(c.Coll, c.ID, c.Version, c.Now, false, func(j *Job) {
+func (s *applyState) retry(c *Retry) (model.Result, error) {
+	return s.outcome(c.Coll, c.ID, c.Version, c.Now, false, func(j *model.Job) {
 		j.DueTime = c.NextDue
 		j.Attempts = c.Attempts
 		j.LastError = c.LastError
 	})
 }
 
-func (s *applyState) reschedule(c *Reschedule) (Result, error) {
-	return s.outcome(c.Coll, c.ID, c.Version, c.Now, true, func(j *Job) {
+func (s *applyState) reschedule(c *Reschedule) (model.Result, error) {
+	return s.outcome(c.Coll, c.ID, c.Version, c.Now, true, func(j *model.Job) {
 		j.TriggerTime = c.TriggerTime
 		j.DueTime = c.TriggerTime
 		j.Attempts = 0
@@ -458,9 +459,9 @@ func (s *applyState) reschedule(c *Reschedule) (Result, error) {
 // advanceOffset moves the offset forward to the proposal, but never past
 // the first live due entry: whatever the leader believed, a new leader that
 // scans from the offset must find every scheduled job.
-func (s *applyState) advanceOffset(c *AdvanceOffset) (Result, error) {
+func (s *applyState) advanceOffset(c *AdvanceOffset) (model.Result, error) {
 	if c.Offset <= s.offset {
-		return Result{Code: OK}, nil
+		return model.Result{Code: model.CodeOK}, nil
 	}
 	lower := storage.DueBound(s.f.slot, s.offset)
 	if s.offset == NoOffset {
@@ -468,37 +469,37 @@ func (s *applyState) advanceOffset(c *AdvanceOffset) (Result, error) {
 	}
 	it, err := s.b.NewIter(lower, storage.DueBound(s.f.slot, c.Offset))
 	if err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	next := c.Offset
 	if it.First() {
 		e, err := storage.DecodeDueKey(it.Key())
 		if err != nil {
 			_ = it.Close()
-			return Result{}, err
+			return model.Result{}, err
 		}
 		next = e.Due
 	}
 	if err := it.Close(); err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	s.offset = next
-	return Result{Code: OK}, nil
+	return model.Result{Code: model.CodeOK}, nil
 }
 
-func (s *applyState) dropDue(c *DropDue) (Result, error) {
+func (s *applyState) dropDue(c *DropDue) (model.Result, error) {
 	key := storage.DueKey(nil, s.f.slot, c.Due, c.Coll, c.ID)
 	if _, ok, err := s.b.Get(key); err != nil || !ok {
-		return Result{Code: NotFound}, err
+		return model.Result{Code: model.CodeNotFound}, err
 	}
 	j, found, err := s.getJob(c.Coll, c.ID)
 	if err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
-	if found && j.Status == StatusScheduled && j.DueTime == c.Due {
-		return Result{Code: Stale}, nil // still live
+	if found && j.Status == model.StatusScheduled && j.DueTime == c.Due {
+		return model.Result{Code: model.CodeStale}, nil // still live
 	}
-	return Result{Code: OK}, s.b.Delete(key)
+	return model.Result{Code: model.CodeOK}, s.b.Delete(key)
 }
 
 type listRef struct {
@@ -536,70 +537,70 @@ func (s *applyState) collect(lower, upper []byte, limit int64, decode func([]byt
 	return refs, more, it.Close()
 }
 
-func (s *applyState) removeFinished(c *RemoveFinished) (Result, error) {
+func (s *applyState) removeFinished(c *RemoveFinished) (model.Result, error) {
 	lower, upper := storage.FinishedBefore(s.f.slot, c.Coll, c.Before)
 	refs, more, err := s.collect(lower, upper, c.Limit, func(k []byte) (listRef, error) {
 		coll, t, id, err := storage.DecodeFinishedKey(k)
 		return listRef{coll: coll, id: id, t: t}, err
 	})
 	if err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	var n int64
 	for _, r := range refs {
 		j, found, err := s.getJob(r.coll, r.id)
 		if err != nil {
-			return Result{}, err
+			return model.Result{}, err
 		}
 		if found && j.Status.Finished() && j.FinishedAt == r.t {
 			if err := s.removeIndexes(j, true); err != nil {
-				return Result{}, err
+				return model.Result{}, err
 			}
 			if err := s.deleteRecord(j.Collection, j.ID); err != nil {
-				return Result{}, err
+				return model.Result{}, err
 			}
 			n++
 			continue
 		}
 		if err := s.b.Delete(r.key); err != nil { // orphan index entry
-			return Result{}, err
+			return model.Result{}, err
 		}
 	}
-	return Result{Code: OK, More: more, N: n}, nil
+	return model.Result{Code: model.CodeOK, More: more, N: n}, nil
 }
 
-func (s *applyState) purgeCollection(c *PurgeCollection) (Result, error) {
+func (s *applyState) purgeCollection(c *PurgeCollection) (model.Result, error) {
 	lower, upper := storage.CollectionListSpan(s.f.slot, c.Coll)
 	refs, more, err := s.collect(lower, upper, c.Limit, func(k []byte) (listRef, error) {
 		coll, t, id, err := storage.DecodeListKey(k)
 		return listRef{coll: coll, id: id, t: t}, err
 	})
 	if err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	var n int64
 	for _, r := range refs {
 		j, found, err := s.getJob(r.coll, r.id)
 		if err != nil {
-			return Result{}, err
+			return model.Result{}, err
 		}
 		if found {
 			if err := s.removeIndexes(j, true); err != nil {
-				return Result{}, err
+				return model.Result{}, err
 			}
 			if err := s.deleteRecord(j.Collection, j.ID); err != nil {
-				return Result{}, err
+				return model.Result{}, err
 			}
 			n++
 		}
 		if err := s.b.Delete(r.key); err != nil {
-			return Result{}, err
+			return model.Result{}, err
 		}
 	}
-	return Result{Code: OK, More: more, N: n}, nil
+	return model.Result{Code: model.CodeOK, More: more, N: n}, nil
 }
 
-func (s *applyState) putJob(j *Job) error {
+func (s *applyState) putJob(j *model.Job) error {
 	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
 	s.touch(s.kb)
 	s.vb = AppendRecord(s.vb[:0], j)
@@ -615,7 +616,7 @@ func (s *applyState) deleteRecord(coll, id string) error {
 // addIndexes writes the index entries of j's current state. The list
 // entry depends only on the trigger time, so outcomes that keep it (ack,
 // retry) pass list=false and save a write per fire.
-func (s *applyState) addIndexes(j *Job, list bool) error {
+func (s *applyState) addIndexes(j *model.Job, list bool) error {
 	slot := s.f.slot
 	if list {
 		s.kb = storage.ListKey(s.kb[:0], slot, j.Collection, j.TriggerTime, j.ID)
@@ -624,7 +625,7 @@ func (s *applyState) addIndexes(j *Job, list bool) error {
 		}
 	}
 	switch {
-	case j.Status == StatusScheduled:
+	case j.Status == model.StatusScheduled:
 		s.kb = storage.DueKey(s.kb[:0], slot, j.DueTime, j.Collection, j.ID)
 		if err := s.b.Set(s.kb, nil); err != nil {
 			return err
@@ -644,7 +645,7 @@ func (s *applyState) addIndexes(j *Job, list bool) error {
 }
 
 // removeIndexes deletes the index entries of j's current state.
-func (s *applyState) removeIndexes(j *Job, list bool) error {
+func (s *applyState) removeIndexes(j *model.Job, list bool) error {
 	slot := s.f.slot
 	if list {
 		s.kb = storage.ListKey(s.kb[:0], slot, j.Collection, j.TriggerTime, j.ID)
@@ -653,7 +654,7 @@ func (s *applyState) removeIndexes(j *Job, list bool) error {
 		}
 	}
 	switch {
-	case j.Status == StatusScheduled:
+	case j.Status == model.StatusScheduled:
 		s.kb = storage.DueKey(s.kb[:0], slot, j.DueTime, j.Collection, j.ID)
 		if err := s.b.Delete(s.kb); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 	"github.com/klauspost/compress/zstd"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -44,13 +45,13 @@ func logOf(groups ...[]Command) []*raft.Log {
 	return out
 }
 
-func spec(trigger int64, hash uint64) JobSpec {
-	return JobSpec{TriggerTime: trigger, CallbackURL: "http://127.0.0.1/hook", Hash: hash}
+func spec(trigger int64, hash uint64) model.JobSpec {
+	return model.JobSpec{TriggerTime: trigger, CallbackURL: "http://127.0.0.1/hook", Hash: hash}
 }
 
-func results(t *testing.T, v interface{}) []Result {
+func results(t *testing.T, v interface{}) []model.Result {
 	t.Helper()
-	r, ok := v.([]Result)
+	r, ok := v.([]model.Result)
 	if !ok {
 		t.Fatalf("apply returned %T (%v)", v, v)
 	}
@@ -98,13 +99,13 @@ func TestApplyOutcomes(t *testing.T) {
 	db := memDB(t)
 	f := openFSM(t, db, 3)
 	out := f.ApplyBatch(workload())
-	codes := []Code{}
+	codes := []model.Code{}
 	for _, o := range out {
 		for _, r := range results(t, o) {
 			codes = append(codes, r.Code)
 		}
 	}
-	want := []Code{Created, Created, Exists, Conflict, Created, Created, OK, OK, Stale, OK, OK, PreconditionFailed, OK, OK, OK}
+	want := []model.Code{model.CodeCreated, model.CodeCreated, model.CodeExists, model.CodeConflict, model.CodeCreated, model.CodeCreated, model.CodeOK, model.CodeOK, model.CodeStale, model.CodeOK, model.CodeOK, model.CodePreconditionFailed, model.CodeOK, model.CodeOK, model.CodeOK}
 	if fmt.Sprint(codes) != fmt.Sprint(want) {
 		t.Fatalf("codes\n got %v\nwant %v", codes, want)
 	}
@@ -117,7 +118,7 @@ func TestApplyOutcomes(t *testing.T) {
 		t.Error("finished job a survived RemoveFinished")
 	}
 	b, ok, _ := GetJob(db, 3, "c", "b")
-	if !ok || b.Version != 3 || b.DueTime != 500 || b.Attempts != 0 || b.Status != StatusScheduled {
+	if !ok || b.Version != 3 || b.DueTime != 500 || b.Attempts != 0 || b.Status != model.StatusScheduled {
 		t.Errorf("b = %+v", b)
 	}
 	if f.Pending() != 2 {
@@ -147,7 +148,7 @@ func TestReplayIsIdempotentAndDeterministic(t *testing.T) {
 
 	for _, l := range workload() { // one by one this time
 		if r := f1.Apply(l); r != nil {
-			if res, ok := r.([]Result); !ok || len(res) != 0 {
+			if res, ok := r.([]model.Result); !ok || len(res) != 0 {
 				t.Fatalf("replayed index %d returned %v", l.Index, r)
 			}
 		}
@@ -323,7 +324,7 @@ func TestListJobsCursor(t *testing.T) {
 	}
 	f.ApplyBatch(logOf(cmds, []Command{&Ack{Coll: "c", ID: "j3", Version: 1, Success: false, Now: 5}}))
 	var seen []string
-	q := ListQuery{Coll: "c", From: 0, To: 1 << 40, Limit: 3}
+	q := model.ListQuery{Coll: "c", From: 0, To: 1 << 40, Limit: 3}
 	for {
 		page, err := ListJobs(db, 0, q)
 		if err != nil {
@@ -340,7 +341,7 @@ func TestListJobsCursor(t *testing.T) {
 	if fmt.Sprint(seen) != "[j0 j1 j2 j3 j4 j5 j6 j7 j8 j9]" {
 		t.Fatalf("paged list = %v", seen)
 	}
-	page, _ := ListJobs(db, 0, ListQuery{Coll: "c", Status: StatusFailed, From: 0, To: 1 << 40, Limit: 10})
+	page, _ := ListJobs(db, 0, model.ListQuery{Coll: "c", Status: model.StatusFailed, From: 0, To: 1 << 40, Limit: 10})
 	if len(page.Jobs) != 1 || page.Jobs[0].ID != "j3" {
 		t.Fatalf("failed jobs = %v", page.Jobs)
 	}

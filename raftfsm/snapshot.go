@@ -9,6 +9,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/hashicorp/raft"
 	"github.com/klauspost/compress/zstd"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -234,7 +235,7 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		j := &Job{Collection: coll, ID: id}
+		j := &model.Job{Collection: coll, ID: id}
 		if err := DecodeRecord(val, j); err != nil {
 			return err
 		}

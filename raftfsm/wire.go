@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // ErrCorrupt reports bytes that do not decode: a command, record or snapshot
@@ -113,9 +115,10 @@ func putF64(dst []byte, v float64) []byte {
 }
 
 // Size limits enforced by the decoders, so corrupt input cannot make them
-// allocate without bound.
+// allocate without bound. They come from model's limits, which validation
+// enforces too: whatever the API accepts decodes again.
 const (
-	maxStr     = 4 << 10
-	maxMeta    = 16 << 20
+	maxStr     = model.MaxFieldBytes
+	maxMeta    = model.MaxMetaBytesLimit
 	maxEntries = 1 << 20
 )

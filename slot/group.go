@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -250,13 +250,13 @@ func (g *group) barrier() bool {
 }
 
 // apply commits one entry and returns the FSM's per-command results.
-func (g *group) apply(data []byte) ([]raftfsm.Result, error) {
+func (g *group) apply(data []byte) ([]model.Result, error) {
 	f := g.raft.Apply(data, 10*time.Second)
 	if err := f.Error(); err != nil {
 		return nil, mapRaftErr(err)
 	}
 	switch v := f.Response().(type) {
-	case []raftfsm.Result:
+	case []model.Result:
 		return v, nil
 	case error:
 		return nil, v

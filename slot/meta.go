@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
@@ -65,7 +66,7 @@ func OpenMeta(cfg MetaConfig) (*MetaReplica, error) {
 func (m *MetaReplica) Bootstrap(servers []raft.Server) error { return m.g.bootstrap(servers) }
 
 // Propose commits meta commands on the meta leader.
-func (m *MetaReplica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
+func (m *MetaReplica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]model.Result, error) {
 	enc := make([][]byte, len(cmds))
 	for i, c := range cmds {
 		enc[i] = raftfsm.EncodeOne(c)
@@ -74,7 +75,7 @@ func (m *MetaReplica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]r
 }
 
 // ProposeEncoded is Propose for commands already encoded (forwarded).
-func (m *MetaReplica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]raftfsm.Result, error) {
+func (m *MetaReplica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Result, error) {
 	if !m.g.isLeader() {
 		return nil, ErrNotLeader
 	}

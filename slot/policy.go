@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // DeliveryResult is what the webhook client saw; the slot decides what it
@@ -61,7 +61,7 @@ type Decision struct {
 // and jitter a number in [-1, 1) that spreads retries of jobs that failed
 // together. It is a pure function: the leader calls it and commits the
 // decision, so replicas never need to agree on clocks or randomness.
-func Decide(res DeliveryResult, p raftfsm.RetryPolicy, triggerTime int64, attempt int64, now int64, jitter float64) Decision {
+func Decide(res DeliveryResult, p model.RetryPolicy, triggerTime int64, attempt int64, now int64, jitter float64) Decision {
 	code := res.StatusCode
 	switch {
 	case code >= 200 && code < 300:
@@ -86,7 +86,7 @@ func Decide(res DeliveryResult, p raftfsm.RetryPolicy, triggerTime int64, attemp
 		}
 		next := now + ceilMs(wait)
 		if p.MaxAgeMs > 0 && next-triggerTime > p.MaxAgeMs {
-			return Decision{Verdict: VerdictFailed, LastError: fmt.Sprintf("%s (gave up: next attempt would pass max_age %s)", msg, raftfsm.Duration(p.MaxAgeMs))}
+			return Decision{Verdict: VerdictFailed, LastError: fmt.Sprintf("%s (gave up: next attempt would pass max_age %s)", msg, model.Duration(p.MaxAgeMs))}
 		}
 		return Decision{Verdict: VerdictRetry, NextDue: next, LastError: msg}
 	default:
@@ -96,7 +96,7 @@ func Decide(res DeliveryResult, p raftfsm.RetryPolicy, triggerTime int64, attemp
 
 // Backoff is the wait before attempt n+1 after attempt n failed:
 // initial × multiplier^(n-1), capped at max_interval, then ±20% jitter.
-func Backoff(p raftfsm.RetryPolicy, n int64, jitter float64) time.Duration {
+func Backoff(p model.RetryPolicy, n int64, jitter float64) time.Duration {
 	if n < 1 {
 		n = 1
 	}

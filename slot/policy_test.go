@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 func TestBackoff(t *testing.T) {
-	p := raftfsm.RetryPolicy{InitialIntervalMs: 1000, Multiplier: 2, MaxIntervalMs: 10_000}
+	p := model.RetryPolicy{InitialIntervalMs: 1000, Multiplier: 2, MaxIntervalMs: 10_000}
 	cases := []struct {
 		n      int64
 		jitter float64
@@ -31,13 +31,13 @@ func TestBackoff(t *testing.T) {
 			t.Errorf("Backoff(n=%d, jitter=%v) = %v, want %v", c.n, c.jitter, got, c.want)
 		}
 	}
-	if got := Backoff(raftfsm.RetryPolicy{InitialIntervalMs: 100, Multiplier: 0.5}, 3, 0); got != 100*time.Millisecond {
+	if got := Backoff(model.RetryPolicy{InitialIntervalMs: 100, Multiplier: 0.5}, 3, 0); got != 100*time.Millisecond {
 		t.Errorf("a multiplier below 1 must not shrink the wait: %v", got)
 	}
 }
 
 func TestDecide(t *testing.T) {
-	p := raftfsm.DefaultRetryPolicy // 5 attempts, 1s ×2, max 10m, max_age 24h
+	p := model.DefaultRetryPolicy // 5 attempts, 1s ×2, max 10m, max_age 24h
 	const trig, now = int64(1_000_000), int64(1_000_500)
 	cases := []struct {
 		name    string
@@ -90,7 +90,7 @@ func TestDecide(t *testing.T) {
 		}
 	}
 	// max_age: the next attempt would land after trigger + max_age.
-	short := raftfsm.RetryPolicy{MaxAttempts: 10, InitialIntervalMs: 60_000, Multiplier: 1, MaxAgeMs: 30_000}
+	short := model.RetryPolicy{MaxAttempts: 10, InitialIntervalMs: 60_000, Multiplier: 1, MaxAgeMs: 30_000}
 	if d := Decide(DeliveryResult{StatusCode: 500}, short, trig, 1, now, 0); d.Verdict != VerdictFailed {
 		t.Errorf("max_age not enforced: %+v", d)
 	}

@@ -8,19 +8,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
 // applyFunc submits one raft entry and returns the FSM's per-command
 // results.
-type applyFunc func(data []byte) ([]raftfsm.Result, error)
+type applyFunc func(data []byte) ([]model.Result, error)
 
 // proposal is a group of encoded commands submitted together; its results
 // come back in the same order.
 type proposal struct {
 	cmds [][]byte
 	size int
-	res  []raftfsm.Result
+	res  []model.Result
 	err  error
 	done chan struct{} // closed when res/err are set
 }
@@ -66,7 +67,7 @@ func newProposer(apply applyFunc, workers, maxBytes, maxCmds int, linger time.Du
 var errProposerClosed = errors.New("slot replica is shutting down")
 
 // propose submits commands and waits for their results.
-func (p *proposer) propose(ctx context.Context, cmds [][]byte) ([]raftfsm.Result, error) {
+func (p *proposer) propose(ctx context.Context, cmds [][]byte) ([]model.Result, error) {
 	pr := &proposal{cmds: cmds, size: sizeOf(cmds), done: make(chan struct{})}
 	select {
 	case p.ch <- pr:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/storage"
 )
@@ -19,7 +20,7 @@ import (
 type Delivery struct {
 	URL           string
 	Headers       map[string]string
-	Job           *raftfsm.Job
+	Job           *model.Job
 	Attempt       int64
 	SigningSecret string // "whsec_…", empty: unsigned
 	Timeout       time.Duration
@@ -298,7 +299,7 @@ func (r *Replica) lead(ctx context.Context) {
 	r.log.Debug("slot leadership ended")
 }
 
-func (r *Replica) applyEntry(data []byte) ([]raftfsm.Result, error) {
+func (r *Replica) applyEntry(data []byte) ([]model.Result, error) {
 	start := time.Now()
 	res, err := r.g.apply(data)
 	if err == nil {
@@ -337,7 +338,7 @@ const maxEntryBytes = 4 << 20
 
 // Propose commits commands through the slot's raft group, coalesced with
 // other concurrent writes, and returns one result per command.
-func (r *Replica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]raftfsm.Result, error) {
+func (r *Replica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]model.Result, error) {
 	enc := make([][]byte, len(cmds))
 	for i, c := range cmds {
 		enc[i] = raftfsm.EncodeOne(c)
@@ -347,12 +348,12 @@ func (r *Replica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]raftf
 
 // ProposeEncoded is Propose for commands already encoded (a write another
 // node forwarded to this leader).
-func (r *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]raftfsm.Result, error) {
+func (r *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Result, error) {
 	if !r.g.isLeader() {
 		return nil, ErrNotLeader
 	}
 	total := len(enc)
-	out := make([]raftfsm.Result, 0, total)
+	out := make([]model.Result, 0, total)
 	for len(enc) > 0 {
 		n, size := 0, 0
 		for n < len(enc) && (n == 0 || size+len(enc[n]) <= maxEntryBytes) {
@@ -378,8 +379,8 @@ func (r *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]raftfsm.R
 // fire makes one callback attempt for a due entry, whose record j was read
 // just before (nil: it no longer exists), and returns the encoded outcome
 // to commit, or nil when there is nothing to commit.
-func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *raftfsm.Job) []byte {
-	if j == nil || j.Status != raftfsm.StatusScheduled || j.DueTime != e.Due {
+func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job) []byte {
+	if j == nil || j.Status != model.StatusScheduled || j.DueTime != e.Due {
 		// Deleted, replaced or moved since it was loaded: make sure no
 		// stray due entry is left behind (a no-op when none is).
 		return raftfsm.EncodeOne(&raftfsm.DropDue{Due: e.Due, Coll: e.Coll, ID: e.ID})
@@ -392,7 +393,7 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *raftfsm.Job) 
 		// stays due and is looked at again later rather than forgotten.
 		return retryLater
 	}
-	policy := j.Retry.Or(coll.Retry).Or(raftfsm.DefaultRetryPolicy)
+	policy := j.Retry.Or(coll.Retry).Or(model.DefaultRetryPolicy)
 	attempt := j.Attempts + 1
 	d := &Delivery{URL: j.CallbackURL, Job: j, Attempt: attempt, SigningSecret: coll.SigningSecret}
 	timeoutMs := coll.EffectiveTimeoutMs()
@@ -414,7 +415,7 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *raftfsm.Job) 
 	if j.CallbackTimeoutMs > 0 {
 		timeoutMs = j.CallbackTimeoutMs
 	}
-	d.Timeout = raftfsm.Duration(timeoutMs)
+	d.Timeout = model.Duration(timeoutMs)
 
 	// Never early: the heap only hands out due jobs, but the wall clock is
 	// checked again here, right before the request leaves.
@@ -576,12 +577,12 @@ func (r *Replica) Snapshot() error {
 
 // Get reads a job from this replica's state. On the leader that includes
 // every acknowledged write.
-func (r *Replica) Get(coll, id string) (*raftfsm.Job, bool, error) {
+func (r *Replica) Get(coll, id string) (*model.Job, bool, error) {
 	return raftfsm.GetJob(r.db, r.slot, coll, id)
 }
 
 // List lists a collection's jobs in this slot.
-func (r *Replica) List(q raftfsm.ListQuery) (raftfsm.ListPage, error) {
+func (r *Replica) List(q model.ListQuery) (model.ListPage, error) {
 	return raftfsm.ListJobs(r.db, r.slot, q)
 }
 

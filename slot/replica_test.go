@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/rpc/mux"
 	"github.com/timemachine-db/timemachine/storage"
@@ -109,12 +110,12 @@ func (ts *testSlot) close(t *testing.T) {
 
 func create(t *testing.T, r *Replica, id string, trigger int64) {
 	t.Helper()
-	spec := raftfsm.JobSpec{TriggerTime: trigger, CallbackURL: "http://127.0.0.1:1/hook", Hash: uint64(trigger)}
+	spec := model.JobSpec{TriggerTime: trigger, CallbackURL: "http://127.0.0.1:1/hook", Hash: uint64(trigger)}
 	res, err := r.Propose(context.Background(), &raftfsm.Create{Coll: "default", ID: id, Spec: spec, Now: time.Now().UnixMilli()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Code != raftfsm.Created {
+	if res[0].Code != model.CodeCreated {
 		t.Fatalf("create %s: %v", id, res[0].Code)
 	}
 }
@@ -142,7 +143,7 @@ func TestFiresOnceNeverEarly(t *testing.T) {
 	}
 	testutil.Eventually(t, 5*time.Second, "acks applied", testutil.True(func() bool { return ts.r.fsm.Pending() == 0 }))
 	j, ok, err := ts.r.Get("default", "j7")
-	if err != nil || !ok || j.Status != raftfsm.StatusSucceeded || j.Attempts != 1 {
+	if err != nil || !ok || j.Status != model.StatusSucceeded || j.Attempts != 1 {
 		t.Fatalf("j7 after firing: %+v %v %v", j, ok, err)
 	}
 }
@@ -152,14 +153,14 @@ func TestRetryThenFail(t *testing.T) {
 	d.answer = func(*Delivery) DeliveryResult { return DeliveryResult{StatusCode: 503} }
 	ts := openTestSlot(t, t.TempDir(), d)
 	defer ts.close(t)
-	spec := raftfsm.JobSpec{TriggerTime: time.Now().UnixMilli(), CallbackURL: "http://x/", Hash: 1,
-		Retry: raftfsm.RetryPolicy{MaxAttempts: 3, InitialIntervalMs: 20, Multiplier: 2, MaxIntervalMs: 1000}}
+	spec := model.JobSpec{TriggerTime: time.Now().UnixMilli(), CallbackURL: "http://x/", Hash: 1,
+		Retry: model.RetryPolicy{MaxAttempts: 3, InitialIntervalMs: 20, Multiplier: 2, MaxIntervalMs: 1000}}
 	if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "default", ID: "r", Spec: spec, Now: 1}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "failed status", testutil.True(func() bool {
 		j, ok, _ := ts.r.Get("default", "r")
-		return ok && j.Status == raftfsm.StatusFailed
+		return ok && j.Status == model.StatusFailed
 	}))
 	got := d.times("r")
 	if len(got) != 3 {
@@ -205,7 +206,7 @@ func TestUnknownCollectionIsNotForgotten(t *testing.T) {
 	d := newFakeDeliverer()
 	ts := openTestSlot(t, t.TempDir(), d)
 	defer ts.close(t)
-	spec := raftfsm.JobSpec{TriggerTime: time.Now().UnixMilli(), CallbackURL: "http://x/", Hash: 1}
+	spec := model.JobSpec{TriggerTime: time.Now().UnixMilli(), CallbackURL: "http://x/", Hash: 1}
 	if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "late", ID: "j", Spec: spec, Now: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +215,6 @@ func TestUnknownCollectionIsNotForgotten(t *testing.T) {
 		t.Fatalf("%s fired while its collection was unknown", id)
 	case <-time.After(300 * time.Millisecond):
 	}
-	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(&raftfsm.PutCollection{C: raftfsm.Collection{Name: "late"}, Now: 1})})
+	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(&raftfsm.PutCollection{C: model.Collection{Name: "late"}, Now: 1})})
 	testutil.Eventually(t, 10*time.Second, "the job to fire once its collection is known", testutil.True(func() bool { return len(d.times("j")) == 1 }))
 }

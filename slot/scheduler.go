@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/storage"
 )
@@ -367,7 +368,7 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 // dispatch fires one job on a worker goroutine; the caller holds a pool
 // slot, released as soon as the callback returns. The worker stays on the
 // job until the outcome is committed, so a graceful stop can wait for it.
-func (s *scheduler) dispatch(ctx context.Context, it *item, j *raftfsm.Job) {
+func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job) {
 	it.inflight = true
 	s.fires.Add(1)
 	fireWorkers.Go(func() {

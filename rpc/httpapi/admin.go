@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
 )
 
@@ -25,20 +26,20 @@ func (s *Server) readyz(r *request) {
 		return
 	}
 	msg, ra := err.Error(), time.Second
-	var e *Error
+	var e *model.Error
 	if errors.As(err, &e) {
 		msg = e.Message
 		if e.RetryAfter > 0 {
 			ra = e.RetryAfter
 		}
 	}
-	writeError(r.ctx, Unavailable(ra, "%s", msg))
+	writeError(r.ctx, model.Unavailable(ra, "%s", msg))
 }
 
 // metrics is GET /metrics, served by Options.MetricsHandler.
 func (s *Server) metrics(r *request) {
 	if s.o.MetricsHandler == nil {
-		writeError(r.ctx, NotFound("metrics are not enabled on this node"))
+		writeError(r.ctx, model.NotFound("metrics are not enabled on this node"))
 		return
 	}
 	s.o.MetricsHandler(r.ctx)
@@ -49,7 +50,7 @@ func (s *Server) metrics(r *request) {
 func (s *Server) writeValue(r *request, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.fail(r, Internal("encoding the answer: %v", err))
+		s.fail(r, model.Internal("encoding the answer: %v", err))
 		return
 	}
 	writeJSON(r.ctx, status, b)
@@ -65,14 +66,14 @@ func (s *Server) cluster(r *request) {
 		return
 	}
 	if info == nil {
-		info = &ClusterInfo{}
+		info = &model.ClusterInfo{}
 	}
 	// Lists render as [] rather than null: clients iterate them.
 	out := *info
 	if out.Nodes == nil {
-		out.Nodes = []NodeInfo{}
+		out.Nodes = []model.NodeInfo{}
 	}
-	out.Slots = append([]SlotInfo{}, out.Slots...)
+	out.Slots = append([]model.SlotInfo{}, out.Slots...)
 	for i := range out.Slots {
 		if out.Slots[i].Replicas == nil {
 			out.Slots[i].Replicas = []string{}
@@ -92,7 +93,7 @@ func (s *Server) rebalance(r *request) {
 		} else {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				writeError(r.ctx, Invalid("dry_run: must be true or false, got %q", clip(v)))
+				writeError(r.ctx, model.Invalid("dry_run: must be true or false, got %q", clip(v)))
 				return
 			}
 			dry = b
@@ -106,11 +107,11 @@ func (s *Server) rebalance(r *request) {
 		return
 	}
 	if moves == nil {
-		moves = []Move{}
+		moves = []model.Move{}
 	}
 	s.writeValue(r, fasthttp.StatusOK, struct {
-		Moves  []Move `json:"moves"`
-		DryRun bool   `json:"dry_run"`
+		Moves  []model.Move `json:"moves"`
+		DryRun bool         `json:"dry_run"`
 	}{moves, dry})
 }
 
@@ -123,7 +124,7 @@ func (s *Server) compact(r *request) {
 		s.fail(r, err)
 		return
 	}
-	out := make([]CompactResult, len(res))
+	out := make([]model.CompactResult, len(res))
 	copy(out, res)
 	for i := range out {
 		if out[i].TookMs == 0 && out[i].Took > 0 {
@@ -131,7 +132,7 @@ func (s *Server) compact(r *request) {
 		}
 	}
 	s.writeValue(r, fasthttp.StatusOK, struct {
-		Results []CompactResult `json:"results"`
+		Results []model.CompactResult `json:"results"`
 	}{out})
 }
 
@@ -140,13 +141,13 @@ var transferFields = newFieldSet([]string{"to"}, nil)
 // checkNodeID validates a node id from a path or body. Node ids are the
 // node package's business (derived from host names by default), so this
 // only refuses what cannot be one.
-func checkNodeID(what, id string) *Error {
+func checkNodeID(what, id string) *model.Error {
 	if id == "" || len(id) > 255 {
-		return Invalid("%s: must be a node id (1 to 255 characters), got %q", what, clip(id))
+		return model.Invalid("%s: must be a node id (1 to 255 characters), got %q", what, clip(id))
 	}
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c <= ' ' || c == 0x7f || c == '/' {
-			return Invalid("%s: %q is not a node id (%s at byte %d)", what, clip(id), quoteByte(id, i), i)
+			return model.Invalid("%s: %q is not a node id (%s at byte %d)", what, clip(id), quoteByte(id, i), i)
 		}
 	}
 	return nil
@@ -156,7 +157,7 @@ func checkNodeID(what, id string) *Error {
 func (s *Server) transferSlot(r *request) {
 	n, err := strconv.Atoi(r.params[0])
 	if err != nil || n < 0 || r.params[0][0] == '+' {
-		writeError(r.ctx, Invalid("slot: must be a non-negative integer, got %q", clip(r.params[0])))
+		writeError(r.ctx, model.Invalid("slot: must be a non-negative integer, got %q", clip(r.params[0])))
 		return
 	}
 	b, e := body(r.ctx)
@@ -165,7 +166,7 @@ func (s *Server) transferSlot(r *request) {
 		return
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		writeError(r.ctx, Invalid(`to is missing: send {"to":"<node id>"}, the node that should lead slot %d`, n))
+		writeError(r.ctx, model.Invalid(`to is missing: send {"to":"<node id>"}, the node that should lead slot %d`, n))
 		return
 	}
 	o, e := decodeObject("request body", b)
@@ -179,7 +180,7 @@ func (s *Server) transferSlot(r *request) {
 	}
 	raw, ok := o.field("to")
 	if !ok {
-		writeError(r.ctx, Invalid(`to is missing: send {"to":"<node id>"}, the node that should lead slot %d`, n))
+		writeError(r.ctx, model.Invalid(`to is missing: send {"to":"<node id>"}, the node that should lead slot %d`, n))
 		return
 	}
 	to, e := str("to", raw)

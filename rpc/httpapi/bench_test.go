@@ -6,23 +6,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
-
-	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
 // nopBackend creates every job instantly, so the benchmarks measure the
 // API layer alone: routing, decoding, validation, hashing, rendering.
 type nopBackend struct{ *fakeBackend }
 
-func (nopBackend) CreateJobs(_ context.Context, coll string, in []JobInput) ([]JobResult, error) {
-	out := make([]JobResult, len(in))
+func (nopBackend) CreateJobs(_ context.Context, coll string, in []model.JobInput) ([]model.JobResult, error) {
+	out := make([]model.JobResult, len(in))
 	for i, x := range in {
 		if x.Err != nil {
-			out[i] = JobResult{ID: x.ID, Err: x.Err}
+			out[i] = model.JobResult{ID: x.ID, Err: x.Err}
 			continue
 		}
-		out[i] = JobResult{ID: x.ID, Code: raftfsm.Created, Job: storedJob(coll, x.ID, x.Spec)}
+		out[i] = model.JobResult{ID: x.ID, Code: model.CodeCreated, Job: storedJob(coll, x.ID, x.Spec)}
 	}
 	return out, nil
 }

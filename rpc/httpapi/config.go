@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"maps"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
-
-	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
 var collectionFields = newFieldSet(
@@ -20,7 +19,7 @@ var routeFields = newFieldSet(
 )
 
 // checkBodyName refuses a "name" member that contradicts the path.
-func checkBodyName(o object, name string) *Error {
+func checkBodyName(o object, name string) *model.Error {
 	raw, ok := o.field("name")
 	if !ok {
 		return nil
@@ -30,13 +29,13 @@ func checkBodyName(o object, name string) *Error {
 		return e
 	}
 	if n != name {
-		return Invalid("name: the body says %q but the path says %q; the path decides, so leave it out or make them match", clip(n), name)
+		return model.Invalid("name: the body says %q but the path says %q; the path decides, so leave it out or make them match", clip(n), name)
 	}
 	return nil
 }
 
 // secretField reads an optional signing_secret ("" or null: none).
-func secretField(o object) (string, *Error) {
+func secretField(o object) (string, *model.Error) {
 	raw, ok := o.field("signing_secret")
 	if !ok {
 		return "", nil
@@ -50,8 +49,8 @@ func secretField(o object) (string, *Error) {
 
 // parseCollection validates a PUT /v1/collections/{c} body. An empty body
 // is an empty object: a collection with every default.
-func parseCollection(name string, b []byte) (raftfsm.Collection, *Error) {
-	c := raftfsm.Collection{Name: name}
+func parseCollection(name string, b []byte) (model.Collection, *model.Error) {
+	c := model.Collection{Name: name}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return c, nil
 	}
@@ -87,8 +86,8 @@ func parseCollection(name string, b []byte) (raftfsm.Collection, *Error) {
 }
 
 // parseRoute validates a PUT /v1/routes/{r} body.
-func parseRoute(name string, b []byte) (raftfsm.Route, *Error) {
-	rt := raftfsm.Route{Name: name}
+func parseRoute(name string, b []byte) (model.Route, *model.Error) {
+	rt := model.Route{Name: name}
 	o, e := decodeObject("request body", b)
 	if e != nil {
 		return rt, e
@@ -101,7 +100,7 @@ func parseRoute(name string, b []byte) (raftfsm.Route, *Error) {
 	}
 	raw, ok := o.field("webhook_url")
 	if !ok {
-		return rt, Invalid("webhook_url is missing: a route needs the absolute http or https URL its jobs are delivered to")
+		return rt, model.Invalid("webhook_url is missing: a route needs the absolute http or https URL its jobs are delivered to")
 	}
 	if rt.WebhookURL, e = str("webhook_url", raw); e != nil {
 		return rt, e
@@ -177,7 +176,7 @@ func (s *Server) putCollection(r *request) {
 	writeJSON(r.ctx, createdStatus(created), appendCollection(make([]byte, 0, 256), &shown))
 }
 
-func sameCollection(a, b *raftfsm.Collection) bool {
+func sameCollection(a, b *model.Collection) bool {
 	return a.Retry == b.Retry && a.CallbackTimeoutMs == b.CallbackTimeoutMs &&
 		a.RetentionMs == b.RetentionMs && a.SigningSecret == b.SigningSecret && !a.Deleting
 }
@@ -197,7 +196,7 @@ func (s *Server) getCollection(r *request) {
 		return
 	}
 	if c == nil {
-		writeError(r.ctx, NotFound("collection %q does not exist; create it with PUT /v1/collections/%s", name, name))
+		writeError(r.ctx, model.NotFound("collection %q does not exist; create it with PUT /v1/collections/%s", name, name))
 		return
 	}
 	writeJSON(r.ctx, fasthttp.StatusOK, appendCollection(make([]byte, 0, 256), c))
@@ -281,7 +280,7 @@ func (s *Server) putRoute(r *request) {
 	writeJSON(r.ctx, createdStatus(created), appendRoute(make([]byte, 0, 256), &shown))
 }
 
-func sameRoute(a, b *raftfsm.Route) bool {
+func sameRoute(a, b *model.Route) bool {
 	return a.WebhookURL == b.WebhookURL && a.SigningSecret == b.SigningSecret &&
 		a.TimeoutMs == b.TimeoutMs && maps.Equal(a.Headers, b.Headers)
 }
@@ -301,7 +300,7 @@ func (s *Server) getRoute(r *request) {
 		return
 	}
 	if rt == nil {
-		writeError(r.ctx, NotFound("route %q does not exist; create it with PUT /v1/routes/%s", name, name))
+		writeError(r.ctx, model.NotFound("route %q does not exist; create it with PUT /v1/routes/%s", name, name))
 		return
 	}
 	writeJSON(r.ctx, fasthttp.StatusOK, appendRoute(make([]byte, 0, 256), rt))

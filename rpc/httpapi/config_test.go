@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 func TestCollectionValidation(t *testing.T) {
@@ -55,14 +55,14 @@ func TestPutCollection(t *testing.T) {
 		body    string
 		created bool
 		status  int
-		want    raftfsm.Collection
+		want    model.Collection
 	}{
-		{``, true, 201, raftfsm.Collection{Name: "orders"}},
-		{`{}`, false, 200, raftfsm.Collection{Name: "orders"}},
+		{``, true, 201, model.Collection{Name: "orders"}},
+		{`{}`, false, 200, model.Collection{Name: "orders"}},
 		{`{"retry_policy":{"max_attempts":7,"max_age":"1h"},"callback_timeout":"3s","retention":"48h","signing_secret":"` + validSecret + `",
 		   "name":"orders","signing_secret_set":true,"status":"active","created_at":1,"updated_at":2}`, true, 201,
-			raftfsm.Collection{Name: "orders", Retry: raftfsm.RetryPolicy{MaxAttempts: 7, MaxAgeMs: 3600_000}, CallbackTimeoutMs: 3000, RetentionMs: 48 * 3600_000, SigningSecret: validSecret}},
-		{`{"signing_secret":""}`, true, 201, raftfsm.Collection{Name: "orders"}},
+			model.Collection{Name: "orders", Retry: model.RetryPolicy{MaxAttempts: 7, MaxAgeMs: 3600_000}, CallbackTimeoutMs: 3000, RetentionMs: 48 * 3600_000, SigningSecret: validSecret}},
+		{`{"signing_secret":""}`, true, 201, model.Collection{Name: "orders"}},
 	} {
 		f := &fakeBackend{created: tc.created}
 		r := do(newTestServer(f).Handler(), "PUT", "/v1/collections/orders", tc.body)
@@ -85,7 +85,7 @@ func TestPutCollection(t *testing.T) {
 
 func TestPutCollectionShowsStored(t *testing.T) {
 	// When this node already sees the write, the stored timestamps show.
-	f := &fakeBackend{coll: &raftfsm.Collection{Name: "orders", RetentionMs: 3600_000, CreatedAt: 11, UpdatedAt: 22}}
+	f := &fakeBackend{coll: &model.Collection{Name: "orders", RetentionMs: 3600_000, CreatedAt: 11, UpdatedAt: 22}}
 	r := do(newTestServer(f).Handler(), "PUT", "/v1/collections/orders", `{"retention":"1h"}`)
 	var c struct{ CreatedAt, UpdatedAt int64 }
 	mustJSON(t, r.body, &struct {
@@ -103,13 +103,13 @@ func TestPutCollectionShowsStored(t *testing.T) {
 }
 
 func TestCollectionRendering(t *testing.T) {
-	c := &raftfsm.Collection{Name: "orders", Retry: raftfsm.RetryPolicy{MaxAttempts: 9}, RetentionMs: 1000, SigningSecret: validSecret, Deleting: true, CreatedAt: 5, UpdatedAt: 6}
+	c := &model.Collection{Name: "orders", Retry: model.RetryPolicy{MaxAttempts: 9}, RetentionMs: 1000, SigningSecret: validSecret, Deleting: true, CreatedAt: 5, UpdatedAt: 6}
 	got := string(appendCollection(nil, c))
 	want := `{"name":"orders","retry_policy":{"max_attempts":9,"initial_interval":"1s","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},"callback_timeout":"10s","retention":"1s","signing_secret_set":true,"status":"deleting","created_at":5,"updated_at":6}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	f := &fakeBackend{colls: []*raftfsm.Collection{{Name: "default"}, c}}
+	f := &fakeBackend{colls: []*model.Collection{{Name: "default"}, c}}
 	r := do(newTestServer(f).Handler(), "GET", "/v1/collections", "")
 	if r.status != 200 || !strings.HasPrefix(string(r.body), `{"collections":[{"name":"default",`) || strings.Contains(string(r.body), "whsec_") {
 		t.Fatalf("%s", r.body)
@@ -150,7 +150,7 @@ func TestRouteValidation(t *testing.T) {
 		{"webhook-signature", `{"webhook_url":"http://x","headers":{"webhook-signature":"y"}}`, "callback protocol"},
 		{"content-length", `{"webhook_url":"http://x","headers":{"Content-Length":"1"}}`, "callback protocol"},
 		{"duplicate", `{"webhook_url":"http://x","headers":{"X-A":"1","x-a":"2"}}`, "same header"},
-		{"redacted placeholder", `{"webhook_url":"http://x","headers":{"Authorization":"REDACTED"}}`, "placeholder"},
+		{"model.Redacted placeholder", `{"webhook_url":"http://x","headers":{"Authorization":"REDACTED"}}`, "placeholder"},
 		{"too many", `{"webhook_url":"http://x","headers":{` + manyHeaders(65) + `}}`, "at most 64"},
 		{"timeout", `{"webhook_url":"http://x","timeout":"0s"}`, "timeout"},
 		{"secret", `{"webhook_url":"http://x","signing_secret":"whsec_abc"}`, "base64"},
@@ -208,7 +208,7 @@ func TestPutRouteAndRendering(t *testing.T) {
 	if r := do(newTestServer(f).Handler(), "GET", "/v1/routes/billing", ""); string(r.body) != want {
 		t.Fatalf("%s", r.body)
 	}
-	f.routes = []*raftfsm.Route{&rt}
+	f.routes = []*model.Route{&rt}
 	if r := do(newTestServer(f).Handler(), "GET", "/v1/routes", ""); string(r.body) != `{"routes":[`+want+`]}` {
 		t.Fatalf("%s", r.body)
 	}
@@ -220,7 +220,7 @@ func TestPutRouteAndRendering(t *testing.T) {
 		t.Fatalf("%d", r.status)
 	}
 	// A route without timeout or headers.
-	bare := raftfsm.Route{Name: "r", WebhookURL: "http://x"}
+	bare := model.Route{Name: "r", WebhookURL: "http://x"}
 	if got := string(appendRoute(nil, &bare)); got != `{"name":"r","webhook_url":"http://x","headers":{},"signing_secret_set":false,"created_at":0,"updated_at":0}` {
 		t.Fatalf("%s", got)
 	}
@@ -236,7 +236,7 @@ func TestSensitiveHeader(t *testing.T) {
 		"X-Api-Key": true, "X-Client-Secret": true, "X-Password": true, "X-Signature": true,
 		"X-Team": false, "Accept": false, "User-Agent": false,
 	} {
-		if got := sensitiveHeader(name); got != want {
+		if got := model.SensitiveHeader(name); got != want {
 			t.Errorf("%s: %v", name, got)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // The list cursor is opaque to clients: base64url (no padding) of a version
@@ -19,7 +19,7 @@ const (
 var cursorEncoding = base64.RawURLEncoding.Strict()
 
 // encodeCursor renders a list position as a next_cursor ("" for nil).
-func encodeCursor(p *raftfsm.ListPos) string {
+func encodeCursor(p *model.ListPos) string {
 	if p == nil {
 		return ""
 	}
@@ -35,7 +35,7 @@ var errBadCursor = errors.New("not a cursor this server issued")
 // decodeCursor is the inverse of encodeCursor. It never panics on any
 // input (fuzzed) and refuses anything encodeCursor cannot have produced
 // from a job's position.
-func decodeCursor(s string) (*raftfsm.ListPos, error) {
+func decodeCursor(s string) (*model.ListPos, error) {
 	if s == "" || len(s) > maxCursorLen {
 		return nil, errBadCursor
 	}
@@ -65,5 +65,5 @@ func decodeCursor(s string) (*raftfsm.ListPos, error) {
 	if binary.PutVarint(make([]byte, binary.MaxVarintLen64), t) != n {
 		return nil, errBadCursor
 	}
-	return &raftfsm.ListPos{Trigger: t, ID: id}, nil
+	return &model.ListPos{Trigger: t, ID: id}, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // object is a decoded JSON object: its members in order, by exact name,
@@ -71,22 +73,22 @@ func shown(raw []byte) string {
 
 // syntaxError turns a scan error of a request body into a message that
 // says where the problem is.
-func syntaxError(what string, err *jsonError) *Error {
-	return Invalid("%s is not valid JSON: %s", what, err.Error())
+func syntaxError(what string, err *jsonError) *model.Error {
+	return model.Invalid("%s is not valid JSON: %s", what, err.Error())
 }
 
 // decodeObject scans raw, which must be a JSON object. what names it in
 // messages ("request body", "retry_policy").
-func decodeObject(what string, raw []byte) (object, *Error) {
+func decodeObject(what string, raw []byte) (object, *model.Error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 {
-		return nil, Invalid("%s is empty; send a JSON object", what)
+		return nil, model.Invalid("%s is empty; send a JSON object", what)
 	}
 	if trimmed[0] != '{' {
 		if err := validJSON(trimmed); err != nil {
 			return nil, syntaxError(what, err)
 		}
-		return nil, Invalid("%s must be a JSON object, got %s", what, jsonKind(trimmed))
+		return nil, model.Invalid("%s must be a JSON object, got %s", what, jsonKind(trimmed))
 	}
 	o, err := parseObject(trimmed)
 	if err != nil {
@@ -128,7 +130,7 @@ func newFieldSet(known, ignored []string) *fieldSet {
 // check reports the first (in sorted order, so answers are deterministic)
 // member of o that is not in the set, with a suggestion when the name is a
 // likely typo of a known one.
-func (fs *fieldSet) check(prefix string, o object) *Error {
+func (fs *fieldSet) check(prefix string, o object) *model.Error {
 	var unknown []string
 	for _, m := range o {
 		if !fs.all[m.key] {
@@ -145,9 +147,9 @@ func (fs *fieldSet) check(prefix string, o object) *Error {
 		where = strings.TrimSuffix(prefix, ".")
 	}
 	if s := suggest(k, fs.known); s != "" {
-		return Invalid("unknown field %q in %s (did you mean %q?)", prefix+k, where, s)
+		return model.Invalid("unknown field %q in %s (did you mean %q?)", prefix+k, where, s)
 	}
-	return Invalid("unknown field %q in %s; the fields are: %s", prefix+k, where, strings.Join(fs.known, ", "))
+	return model.Invalid("unknown field %q in %s; the fields are: %s", prefix+k, where, strings.Join(fs.known, ", "))
 }
 
 // suggest returns the known name closest to k when it is close enough to
@@ -199,9 +201,9 @@ func (o object) field(name string) (json.RawMessage, bool) {
 }
 
 // str decodes a JSON string member.
-func str(path string, raw []byte) (string, *Error) {
+func str(path string, raw []byte) (string, *model.Error) {
 	if len(raw) == 0 || raw[0] != '"' {
-		return "", Invalid("%s: must be a string, got %s %s", path, jsonKind(raw), shown(raw))
+		return "", model.Invalid("%s: must be a string, got %s %s", path, jsonKind(raw), shown(raw))
 	}
 	// Fast path: no escapes, so the text between the quotes is the string.
 	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
@@ -212,38 +214,38 @@ func str(path string, raw []byte) (string, *Error) {
 
 // integer decodes a JSON number member that must be a whole number in
 // [lo, hi]. A fraction or an exponent is refused rather than rounded.
-func integer(path string, raw []byte, lo, hi int64) (int64, *Error) {
+func integer(path string, raw []byte, lo, hi int64) (int64, *model.Error) {
 	if len(raw) == 0 || !(raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
-		return 0, Invalid("%s: must be an integer, got %s %s", path, jsonKind(raw), shown(raw))
+		return 0, model.Invalid("%s: must be an integer, got %s %s", path, jsonKind(raw), shown(raw))
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
 		var ne *strconv.NumError
 		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
-			return 0, Invalid("%s: must be an integer from %d to %d, got %s", path, lo, hi, shown(raw))
+			return 0, model.Invalid("%s: must be an integer from %d to %d, got %s", path, lo, hi, shown(raw))
 		}
-		return 0, Invalid("%s: must be a whole number (no fraction or exponent), got %s", path, shown(raw))
+		return 0, model.Invalid("%s: must be a whole number (no fraction or exponent), got %s", path, shown(raw))
 	}
 	if n < lo || n > hi {
-		return 0, Invalid("%s: must be an integer from %d to %d, got %d", path, lo, hi, n)
+		return 0, model.Invalid("%s: must be an integer from %d to %d, got %d", path, lo, hi, n)
 	}
 	return n, nil
 }
 
 // number decodes a JSON number member in [lo, hi].
-func number(path string, raw []byte, lo, hi float64) (float64, *Error) {
+func number(path string, raw []byte, lo, hi float64) (float64, *model.Error) {
 	if len(raw) == 0 || !(raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
-		return 0, Invalid("%s: must be a number, got %s %s", path, jsonKind(raw), shown(raw))
+		return 0, model.Invalid("%s: must be a number, got %s %s", path, jsonKind(raw), shown(raw))
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || f < lo || f > hi {
-		return 0, Invalid("%s: must be a number from %g to %g, got %s", path, lo, hi, shown(raw))
+		return 0, model.Invalid("%s: must be a number from %g to %g, got %s", path, lo, hi, shown(raw))
 	}
 	return f, nil
 }
 
 // stringMap decodes a JSON object whose members are all strings.
-func stringMap(path string, raw []byte) (map[string]string, *Error) {
+func stringMap(path string, raw []byte) (map[string]string, *model.Error) {
 	o, e := decodeObject(path, raw)
 	if e != nil {
 		return nil, e

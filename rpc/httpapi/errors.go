@@ -1,80 +1,63 @@
 package httpapi
 
 import (
-	"fmt"
+	"context"
+	"errors"
 	"net/http"
 	"time"
+
+	"github.com/timemachine-db/timemachine/model"
 )
 
-// Error is an API error: an HTTP status, the contract's code and a message
-// a person can act on (API.md §3 "Errors"). The node returns these for
-// every failure it can name; anything else is answered as 500 internal.
-type Error struct {
-	Status     int
-	Code       string
-	Message    string
-	RetryAfter time.Duration // set for 503 unavailable and 429 overloaded
+// This file is the only place that turns domain errors into HTTP: below
+// this package errors are *model.Error values with a Kind, and the status
+// code a client sees is chosen here.
+
+// statusOf is the HTTP status of each error kind (docs/api.md#errors); 0
+// for a kind the contract does not know.
+func statusOf(k model.Kind) int {
+	switch k {
+	case model.KindInvalidArgument:
+		return http.StatusBadRequest
+	case model.KindUnauthenticated:
+		return http.StatusUnauthorized
+	case model.KindPermissionDenied:
+		return http.StatusForbidden
+	case model.KindNotFound:
+		return http.StatusNotFound
+	case model.KindConflict:
+		return http.StatusConflict
+	case model.KindPreconditionFailed:
+		return http.StatusPreconditionFailed
+	case model.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case model.KindOverloaded:
+		return http.StatusTooManyRequests
+	case model.KindUnavailable:
+		return http.StatusServiceUnavailable
+	case model.KindInternal:
+		return http.StatusInternalServerError
+	}
+	return 0
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+// StatusOf is the HTTP status a domain error kind is answered with (0 for
+// an unknown kind, which is answered as 500 internal). Exported for tests
+// of other packages that check a backend's errors by their status.
+func StatusOf(k model.Kind) int { return statusOf(k) }
 
-// The contract's error codes.
-const (
-	CodeInvalidArgument    = "invalid_argument"
-	CodeUnauthenticated    = "unauthenticated"
-	CodeNotFound           = "not_found"
-	CodeConflict           = "conflict"
-	CodePreconditionFailed = "precondition_failed"
-	CodeTooLarge           = "too_large"
-	CodeOverloaded         = "overloaded"
-	CodeUnavailable        = "unavailable"
-	CodeInternal           = "internal"
-)
-
-func newErr(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// Invalid is a 400 invalid_argument.
-func Invalid(format string, args ...any) *Error {
-	return newErr(http.StatusBadRequest, CodeInvalidArgument, format, args...)
-}
-
-// NotFound is a 404 not_found.
-func NotFound(format string, args ...any) *Error {
-	return newErr(http.StatusNotFound, CodeNotFound, format, args...)
-}
-
-// Conflict is a 409 conflict.
-func Conflict(format string, args ...any) *Error {
-	return newErr(http.StatusConflict, CodeConflict, format, args...)
-}
-
-// PreconditionFailed is a 412 precondition_failed.
-func PreconditionFailed(format string, args ...any) *Error {
-	return newErr(http.StatusPreconditionFailed, CodePreconditionFailed, format, args...)
-}
-
-// TooLarge is a 413 too_large.
-func TooLarge(format string, args ...any) *Error {
-	return newErr(http.StatusRequestEntityTooLarge, CodeTooLarge, format, args...)
-}
-
-// Overloaded is a 429 overloaded with a Retry-After.
-func Overloaded(retryAfter time.Duration, format string, args ...any) *Error {
-	e := newErr(http.StatusTooManyRequests, CodeOverloaded, format, args...)
-	e.RetryAfter = retryAfter
-	return e
-}
-
-// Unavailable is a 503 unavailable with a Retry-After.
-func Unavailable(retryAfter time.Duration, format string, args ...any) *Error {
-	e := newErr(http.StatusServiceUnavailable, CodeUnavailable, format, args...)
-	e.RetryAfter = retryAfter
-	return e
-}
-
-// Internal is a 500 internal.
-func Internal(format string, args ...any) *Error {
-	return newErr(http.StatusInternalServerError, CodeInternal, format, args...)
+// asError converts any error into a domain error the API can answer with:
+// a *model.Error (also wrapped) stands for itself; a timeout is unavailable
+// (the client may retry); anything else, or an unknown kind, is internal.
+func asError(err error) *model.Error {
+	if e, ok := model.AsError(err); ok {
+		if statusOf(e.Kind) == 0 {
+			return model.Internal("%s", e.Message)
+		}
+		return e
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return model.Unavailable(time.Second, "the cluster did not answer in time; retry the request")
+	}
+	return model.Internal("%s", err.Error())
 }

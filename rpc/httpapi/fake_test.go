@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
-
-	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
 // fakeBackend records every call and answers from its fields. The zero
@@ -20,32 +19,32 @@ type fakeBackend struct {
 	calls []string
 
 	createColl string
-	createIn   []JobInput
-	createFn   func(coll string, in []JobInput) ([]JobResult, error)
+	createIn   []model.JobInput
+	createFn   func(coll string, in []model.JobInput) ([]model.JobResult, error)
 
 	upsertColl, upsertID string
-	upsertSpec           raftfsm.JobSpec
+	upsertSpec           model.JobSpec
 	upsertIfMatch        uint64
-	upsertFn             func() (raftfsm.Result, error)
+	upsertFn             func() (model.Result, error)
 
-	job      *raftfsm.Job
+	job      *model.Job
 	err      error // returned by the simple calls when set
-	listQ    raftfsm.ListQuery
-	listJobs []*raftfsm.Job
-	listNext *raftfsm.ListPos
+	listQ    model.ListQuery
+	listJobs []*model.Job
+	listNext *model.ListPos
 
-	putColl     raftfsm.Collection
-	coll        *raftfsm.Collection
-	colls       []*raftfsm.Collection
-	putRoute    raftfsm.Route
-	route       *raftfsm.Route
-	routes      []*raftfsm.Route
+	putColl     model.Collection
+	coll        *model.Collection
+	colls       []*model.Collection
+	putRoute    model.Route
+	route       *model.Route
+	routes      []*model.Route
 	created     bool
-	cluster     *ClusterInfo
+	cluster     *model.ClusterInfo
 	readyErr    error
-	moves       []Move
+	moves       []model.Move
 	dryRun      bool
-	compactRes  []CompactResult
+	compactRes  []model.CompactResult
 	transferN   int
 	transferTo  string
 	nodeArg     string
@@ -61,7 +60,7 @@ func (f *fakeBackend) record(name string) {
 
 // inputs returns the last CreateJobs inputs (under the lock: the server
 // may run on another goroutine).
-func (f *fakeBackend) inputs() []JobInput {
+func (f *fakeBackend) inputs() []model.JobInput {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.createIn
@@ -74,16 +73,16 @@ func (f *fakeBackend) called() []string {
 }
 
 // storedJob is the job a real backend would store for a valid input.
-func storedJob(coll, id string, s raftfsm.JobSpec) *raftfsm.Job {
-	return &raftfsm.Job{
-		Collection: coll, ID: id, Version: 1, Status: raftfsm.StatusScheduled,
+func storedJob(coll, id string, s model.JobSpec) *model.Job {
+	return &model.Job{
+		Collection: coll, ID: id, Version: 1, Status: model.StatusScheduled,
 		TriggerTime: s.TriggerTime, DueTime: s.TriggerTime, CreatedAt: 1000, UpdatedAt: 1000,
 		CallbackURL: s.CallbackURL, Route: s.Route, Meta: s.Meta, Retry: s.Retry,
 		CallbackTimeoutMs: s.CallbackTimeoutMs, SpecHash: s.Hash,
 	}
 }
 
-func (f *fakeBackend) CreateJobs(ctx context.Context, coll string, in []JobInput) ([]JobResult, error) {
+func (f *fakeBackend) CreateJobs(ctx context.Context, coll string, in []model.JobInput) ([]model.JobResult, error) {
 	f.record("CreateJobs")
 	if _, ok := ctx.Deadline(); !ok {
 		panic("backend call without a deadline")
@@ -94,33 +93,33 @@ func (f *fakeBackend) CreateJobs(ctx context.Context, coll string, in []JobInput
 	if f.createFn != nil {
 		return f.createFn(coll, in)
 	}
-	out := make([]JobResult, len(in))
+	out := make([]model.JobResult, len(in))
 	for i, x := range in {
 		if x.Err != nil {
-			out[i] = JobResult{ID: x.ID, Err: x.Err}
+			out[i] = model.JobResult{ID: x.ID, Err: x.Err}
 			continue
 		}
-		out[i] = JobResult{ID: x.ID, Code: raftfsm.Created, Job: storedJob(coll, x.ID, x.Spec)}
+		out[i] = model.JobResult{ID: x.ID, Code: model.CodeCreated, Job: storedJob(coll, x.ID, x.Spec)}
 	}
 	return out, nil
 }
 
-func (f *fakeBackend) UpsertJob(_ context.Context, coll, id string, spec raftfsm.JobSpec, ifMatch uint64) (raftfsm.Result, error) {
+func (f *fakeBackend) UpsertJob(_ context.Context, coll, id string, spec model.JobSpec, ifMatch uint64) (model.Result, error) {
 	f.record("UpsertJob")
 	f.upsertColl, f.upsertID, f.upsertSpec, f.upsertIfMatch = coll, id, spec, ifMatch
 	if f.upsertFn != nil {
 		return f.upsertFn()
 	}
-	return raftfsm.Result{Code: raftfsm.Created, Job: storedJob(coll, id, spec)}, nil
+	return model.Result{Code: model.CodeCreated, Job: storedJob(coll, id, spec)}, nil
 }
 
-func (f *fakeBackend) GetJob(_ context.Context, coll, id string) (*raftfsm.Job, error) {
+func (f *fakeBackend) GetJob(_ context.Context, coll, id string) (*model.Job, error) {
 	f.record("GetJob")
 	if f.err != nil {
 		return nil, f.err
 	}
 	if f.job == nil {
-		return nil, NotFound("job %q not found", id)
+		return nil, model.NotFound("job %q not found", id)
 	}
 	return f.job, nil
 }
@@ -131,30 +130,30 @@ func (f *fakeBackend) DeleteJob(_ context.Context, coll, id string) error {
 	return f.err
 }
 
-func (f *fakeBackend) ListJobs(_ context.Context, q raftfsm.ListQuery) ([]*raftfsm.Job, *raftfsm.ListPos, error) {
+func (f *fakeBackend) ListJobs(_ context.Context, q model.ListQuery) ([]*model.Job, *model.ListPos, error) {
 	f.record("ListJobs")
 	f.listQ = q
 	return f.listJobs, f.listNext, f.err
 }
 
-func (f *fakeBackend) PutCollection(_ context.Context, c raftfsm.Collection) (bool, error) {
+func (f *fakeBackend) PutCollection(_ context.Context, c model.Collection) (bool, error) {
 	f.record("PutCollection")
 	f.putColl = c
 	return f.created, f.err
 }
 
-func (f *fakeBackend) GetCollection(_ context.Context, name string) (*raftfsm.Collection, error) {
+func (f *fakeBackend) GetCollection(_ context.Context, name string) (*model.Collection, error) {
 	f.record("GetCollection")
 	if f.err != nil {
 		return nil, f.err
 	}
 	if f.coll == nil {
-		return nil, NotFound("collection %q not found", name)
+		return nil, model.NotFound("collection %q not found", name)
 	}
 	return f.coll, nil
 }
 
-func (f *fakeBackend) ListCollections(context.Context) ([]*raftfsm.Collection, error) {
+func (f *fakeBackend) ListCollections(context.Context) ([]*model.Collection, error) {
 	f.record("ListCollections")
 	return f.colls, f.err
 }
@@ -165,24 +164,24 @@ func (f *fakeBackend) DeleteCollection(_ context.Context, name string) error {
 	return f.err
 }
 
-func (f *fakeBackend) PutRoute(_ context.Context, r raftfsm.Route) (bool, error) {
+func (f *fakeBackend) PutRoute(_ context.Context, r model.Route) (bool, error) {
 	f.record("PutRoute")
 	f.putRoute = r
 	return f.created, f.err
 }
 
-func (f *fakeBackend) GetRoute(_ context.Context, name string) (*raftfsm.Route, error) {
+func (f *fakeBackend) GetRoute(_ context.Context, name string) (*model.Route, error) {
 	f.record("GetRoute")
 	if f.err != nil {
 		return nil, f.err
 	}
 	if f.route == nil {
-		return nil, NotFound("route %q not found", name)
+		return nil, model.NotFound("route %q not found", name)
 	}
 	return f.route, nil
 }
 
-func (f *fakeBackend) ListRoutes(context.Context) ([]*raftfsm.Route, error) {
+func (f *fakeBackend) ListRoutes(context.Context) ([]*model.Route, error) {
 	f.record("ListRoutes")
 	return f.routes, f.err
 }
@@ -192,7 +191,7 @@ func (f *fakeBackend) DeleteRoute(context.Context, string) error {
 	return f.err
 }
 
-func (f *fakeBackend) Cluster(context.Context) (*ClusterInfo, error) {
+func (f *fakeBackend) Cluster(context.Context) (*model.ClusterInfo, error) {
 	f.record("Cluster")
 	return f.cluster, f.err
 }
@@ -202,13 +201,13 @@ func (f *fakeBackend) Ready() error {
 	return f.readyErr
 }
 
-func (f *fakeBackend) Rebalance(_ context.Context, dryRun bool) ([]Move, error) {
+func (f *fakeBackend) Rebalance(_ context.Context, dryRun bool) ([]model.Move, error) {
 	f.record("Rebalance")
 	f.dryRun = dryRun
 	return f.moves, f.err
 }
 
-func (f *fakeBackend) Compact(context.Context) ([]CompactResult, error) {
+func (f *fakeBackend) Compact(context.Context) ([]model.CompactResult, error) {
 	f.record("Compact")
 	return f.compactRes, f.err
 }

@@ -7,28 +7,27 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
-
-	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
 // body returns the request body, refusing encodings it cannot read. The
 // slice is fasthttp's: callers copy what they keep (decoding does).
-func body(ctx *fasthttp.RequestCtx) ([]byte, *Error) {
+func body(ctx *fasthttp.RequestCtx) ([]byte, *model.Error) {
 	if ce := ctx.Request.Header.ContentEncoding(); len(ce) > 0 && !strings.EqualFold(string(ce), "identity") {
-		return nil, Invalid("Content-Encoding %q is not supported; send the body uncompressed", clip(string(ce)))
+		return nil, model.Invalid("Content-Encoding %q is not supported; send the body uncompressed", clip(string(ce)))
 	}
 	return ctx.PostBody(), nil
 }
 
 // collParam validates the {c} path parameter.
-func collParam(r *request) (string, *Error) {
+func collParam(r *request) (string, *model.Error) {
 	c := r.params[0]
 	return c, checkName("collection name", c)
 }
 
 // jobParams validates {c} and {id}.
-func jobParams(r *request) (coll, id string, e *Error) {
+func jobParams(r *request) (coll, id string, e *model.Error) {
 	if coll, e = collParam(r); e != nil {
 		return
 	}
@@ -59,7 +58,7 @@ func (s *Server) createJobs(r *request) {
 			writeError(r.ctx, syntaxError("request body", err))
 			return
 		}
-		writeError(r.ctx, Invalid("request body must be a JSON object (one job) or an array of them (a batch), got %s", jsonKind(b)))
+		writeError(r.ctx, model.Invalid("request body must be a JSON object (one job) or an array of them (a batch), got %s", jsonKind(b)))
 		return
 	}
 	o, e := decodeObject("request body", b)
@@ -76,7 +75,7 @@ func (s *Server) createJobs(r *request) {
 	if id == "" {
 		id = newIDs(p.now, 1)[0]
 	}
-	in := []JobInput{{ID: id, Spec: spec}}
+	in := []model.JobInput{{ID: id, Spec: spec}}
 	ctx, cancel := s.backendCtx()
 	res, err := s.b.CreateJobs(ctx, coll, in)
 	cancel()
@@ -85,7 +84,7 @@ func (s *Server) createJobs(r *request) {
 		return
 	}
 	if len(res) != 1 {
-		s.fail(r, Internal("the backend answered %d results for 1 job", len(res)))
+		s.fail(r, model.Internal("the backend answered %d results for 1 job", len(res)))
 		return
 	}
 	status, job, e := s.outcome(coll, in[0], res[0])
@@ -110,18 +109,18 @@ func (s *Server) createBatch(r *request, coll string, b []byte) {
 	}
 	switch {
 	case len(items) == 0:
-		writeError(r.ctx, Invalid("the batch is empty; send 1 to %d jobs", MaxBatch))
+		writeError(r.ctx, model.Invalid("the batch is empty; send 1 to %d jobs", model.MaxBatch))
 		return
-	case len(items) > MaxBatch:
-		writeError(r.ctx, TooLarge("the batch has %d jobs; at most %d are allowed per request", len(items), MaxBatch))
+	case len(items) > model.MaxBatch:
+		writeError(r.ctx, model.TooLarge("the batch has %d jobs; at most %d are allowed per request", len(items), model.MaxBatch))
 		return
 	}
 	p := s.parser(coll)
-	in := make([]JobInput, len(items))
+	in := make([]model.JobInput, len(items))
 	missing := 0
 	for i, it := range items {
 		if !it.isObj {
-			in[i].Err = Invalid("item %d: must be a JSON object, got %s", i, jsonKind(it.raw))
+			in[i].Err = model.Invalid("item %d: must be a JSON object, got %s", i, jsonKind(it.raw))
 			continue
 		}
 		id, spec, e := p.parse(it.obj, "")
@@ -150,7 +149,7 @@ func (s *Server) createBatch(r *request, coll string, b []byte) {
 		return
 	}
 	if len(res) != len(in) {
-		s.fail(r, Internal("the backend answered %d results for %d jobs", len(res), len(in)))
+		s.fail(r, model.Internal("the backend answered %d results for %d jobs", len(res), len(in)))
 		return
 	}
 	rd := jobRenderer{s: s}
@@ -167,7 +166,7 @@ func (s *Server) createBatch(r *request, coll string, b []byte) {
 }
 
 // appendResult renders one batch result: {"id","status","job","error"}.
-func (s *Server) appendResult(b []byte, rd *jobRenderer, coll string, in JobInput, res JobResult) []byte {
+func (s *Server) appendResult(b []byte, rd *jobRenderer, coll string, in model.JobInput, res model.JobResult) []byte {
 	id := in.ID
 	if id == "" {
 		id = res.ID
@@ -175,16 +174,16 @@ func (s *Server) appendResult(b []byte, rd *jobRenderer, coll string, in JobInpu
 	b = append(b, '{')
 	b = appendStrField(b, "id", id)
 	if in.Err != nil { // the backend passes these through; ours is authoritative
-		b = appendIntField(b, "status", int64(in.Err.Status))
+		b = appendIntField(b, "status", int64(statusOf(in.Err.Kind)))
 		b = appendErrorObject(appendKey(b, "error"), in.Err)
 		return append(b, '}')
 	}
 	status, job, e := s.outcome(coll, in, res)
-	if e != nil && e.Code != CodeConflict {
+	if e != nil && e.Kind != model.KindConflict {
 		job = nil
 	}
 	if e != nil {
-		status = e.Status
+		status = statusOf(e.Kind)
 	}
 	b = appendIntField(b, "status", int64(status))
 	if job != nil {
@@ -198,7 +197,7 @@ func (s *Server) appendResult(b []byte, rd *jobRenderer, coll string, in JobInpu
 
 // outcome maps one create result to a status and the job to show. A
 // conflict comes back as an error together with the existing job.
-func (s *Server) outcome(coll string, in JobInput, res JobResult) (int, *raftfsm.Job, *Error) {
+func (s *Server) outcome(coll string, in model.JobInput, res model.JobResult) (int, *model.Job, *model.Error) {
 	if res.Err != nil {
 		return 0, nil, res.Err
 	}
@@ -207,32 +206,32 @@ func (s *Server) outcome(coll string, in JobInput, res JobResult) (int, *raftfsm
 		job = jobFromSpec(coll, in.ID, &in.Spec)
 	}
 	switch res.Code {
-	case raftfsm.Created:
+	case model.CodeCreated:
 		return fasthttp.StatusCreated, job, nil
-	case raftfsm.Exists:
+	case model.CodeExists:
 		return fasthttp.StatusOK, job, nil
-	case raftfsm.Conflict:
-		return 0, job, Conflict("job %q already exists in collection %q with a different spec; PUT /v1/collections/%s/jobs/%s replaces it", in.ID, coll, coll, in.ID)
+	case model.CodeConflict:
+		return 0, job, model.Conflict("job %q already exists in collection %q with a different spec; PUT /v1/collections/%s/jobs/%s replaces it", in.ID, coll, coll, in.ID)
 	}
 	return 0, nil, unexpected(res.Code)
 }
 
 // unexpected maps an outcome code the handler did not expect.
-func unexpected(c raftfsm.Code) *Error {
+func unexpected(c model.Code) *model.Error {
 	switch c {
-	case raftfsm.NotFound:
-		return NotFound("not found")
-	case raftfsm.Rejected:
-		return Conflict("rejected in the current state (is the collection being deleted?)")
+	case model.CodeNotFound:
+		return model.NotFound("not found")
+	case model.CodeRejected:
+		return model.Conflict("rejected in the current state (is the collection being deleted?)")
 	}
-	return Internal("unexpected outcome %q from the backend", c.String())
+	return model.Internal("unexpected outcome %q from the backend", c.String())
 }
 
 // jobFromSpec is the job as it was asked for, for the unlikely case that the
 // backend reports success without the stored job.
-func jobFromSpec(coll, id string, spec *raftfsm.JobSpec) *raftfsm.Job {
-	return &raftfsm.Job{
-		Collection: coll, ID: id, Status: raftfsm.StatusScheduled,
+func jobFromSpec(coll, id string, spec *model.JobSpec) *model.Job {
+	return &model.Job{
+		Collection: coll, ID: id, Status: model.StatusScheduled,
 		TriggerTime: spec.TriggerTime, DueTime: spec.TriggerTime,
 		CallbackURL: spec.CallbackURL, Route: spec.Route, Meta: spec.Meta,
 		Retry: spec.Retry, CallbackTimeoutMs: spec.CallbackTimeoutMs, SpecHash: spec.Hash,
@@ -251,7 +250,7 @@ func setETag(ctx *fasthttp.RequestCtx, version uint64) {
 
 // parseIfMatch reads If-Match: a version as a decimal, quoted ("3", as
 // ETag sends it) or weak (W/"3"). 0 means no header.
-func parseIfMatch(h []byte) (uint64, *Error) {
+func parseIfMatch(h []byte) (uint64, *model.Error) {
 	v := strings.TrimSpace(string(h))
 	if v == "" {
 		return 0, nil
@@ -263,7 +262,7 @@ func parseIfMatch(h []byte) (uint64, *Error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || n == 0 || v[0] == '+' {
-		return 0, Invalid("If-Match: must be the job's version (a positive integer such as 3, or the ETag \"3\"), got %q", clip(raw))
+		return 0, model.Invalid("If-Match: must be the job's version (a positive integer such as 3, or the ETag \"3\"), got %q", clip(raw))
 	}
 	return n, nil
 }
@@ -304,21 +303,21 @@ func (s *Server) upsertJob(r *request) {
 	}
 	var status int
 	switch res.Code {
-	case raftfsm.Created:
+	case model.CodeCreated:
 		status = fasthttp.StatusCreated
-	case raftfsm.OK:
+	case model.CodeOK:
 		status = fasthttp.StatusOK
-	case raftfsm.PreconditionFailed:
+	case model.CodePreconditionFailed:
 		msg := "If-Match: the job's version is no longer %d; GET it and retry with its current version"
 		if res.Job != nil {
-			writeError(r.ctx, PreconditionFailed(msg+" (it is now %d)", ifMatch, res.Job.Version))
+			writeError(r.ctx, model.PreconditionFailed(msg+" (it is now %d)", ifMatch, res.Job.Version))
 			return
 		}
-		writeError(r.ctx, PreconditionFailed(msg, ifMatch))
+		writeError(r.ctx, model.PreconditionFailed(msg, ifMatch))
 		return
-	case raftfsm.NotFound:
+	case model.CodeNotFound:
 		if ifMatch != 0 {
-			writeError(r.ctx, PreconditionFailed("If-Match: job %q does not exist in collection %q, so it has no version %d", id, coll, ifMatch))
+			writeError(r.ctx, model.PreconditionFailed("If-Match: job %q does not exist in collection %q, so it has no version %d", id, coll, ifMatch))
 			return
 		}
 		fallthrough
@@ -350,7 +349,7 @@ func (s *Server) getJob(r *request) {
 		return
 	}
 	if job == nil {
-		writeError(r.ctx, NotFound("job %q does not exist in collection %q", id, coll))
+		writeError(r.ctx, model.NotFound("job %q does not exist in collection %q", id, coll))
 		return
 	}
 	rd := jobRenderer{s: s}
@@ -378,15 +377,15 @@ func (s *Server) deleteJob(r *request) {
 var listParams = []string{"status", "from", "to", "limit", "cursor"}
 
 // parseListQuery reads the list query string into a ListQuery.
-func parseListQuery(coll string, args *fasthttp.Args) (raftfsm.ListQuery, *Error) {
-	q := raftfsm.ListQuery{Coll: coll, From: math.MinInt64, To: math.MaxInt64, Limit: DefaultListLimit}
-	var bad *Error
+func parseListQuery(coll string, args *fasthttp.Args) (model.ListQuery, *model.Error) {
+	q := model.ListQuery{Coll: coll, From: math.MinInt64, To: math.MaxInt64, Limit: model.DefaultListLimit}
+	var bad *model.Error
 	for k := range args.All() {
 		if !slices.Contains(listParams, string(k)) {
 			if s := suggest(string(k), listParams); s != "" {
-				bad = Invalid("unknown query parameter %q (did you mean %q?)", clip(string(k)), s)
+				bad = model.Invalid("unknown query parameter %q (did you mean %q?)", clip(string(k)), s)
 			} else {
-				bad = Invalid("unknown query parameter %q; the parameters are: %s", clip(string(k)), strings.Join(listParams, ", "))
+				bad = model.Invalid("unknown query parameter %q; the parameters are: %s", clip(string(k)), strings.Join(listParams, ", "))
 			}
 			break
 		}
@@ -395,9 +394,9 @@ func parseListQuery(coll string, args *fasthttp.Args) (raftfsm.ListQuery, *Error
 		return q, bad
 	}
 	if v := args.Peek("status"); len(v) > 0 {
-		st, ok := raftfsm.ParseStatus(string(v))
+		st, ok := model.ParseStatus(string(v))
 		if !ok {
-			return q, Invalid("status: must be scheduled, succeeded or failed, got %q", clip(string(v)))
+			return q, model.Invalid("status: must be scheduled, succeeded or failed, got %q", clip(string(v)))
 		}
 		q.Status = st
 	}
@@ -413,25 +412,25 @@ func parseListQuery(coll string, args *fasthttp.Args) (raftfsm.ListQuery, *Error
 				t, ok = parseTimeText(strings.ReplaceAll(string(v), " ", "+"))
 			}
 			if !ok {
-				return q, Invalid("%s: %s (like 1767225600000 or 2026-01-01T00:00:00Z), got %q", b.name, triggerHelp, clip(string(v)))
+				return q, model.Invalid("%s: %s (like 1767225600000 or 2026-01-01T00:00:00Z), got %q", b.name, triggerHelp, clip(string(v)))
 			}
 			*b.dst = t
 		}
 	}
 	if q.From > q.To {
-		return q, Invalid("from (%d) is after to (%d); from is inclusive and to exclusive", q.From, q.To)
+		return q, model.Invalid("from (%d) is after to (%d); from is inclusive and to exclusive", q.From, q.To)
 	}
 	if v := args.Peek("limit"); len(v) > 0 {
 		n, err := strconv.Atoi(string(v))
-		if err != nil || n < 1 || n > MaxListLimit {
-			return q, Invalid("limit: must be an integer from 1 to %d, got %q", MaxListLimit, clip(string(v)))
+		if err != nil || n < 1 || n > model.MaxListLimit {
+			return q, model.Invalid("limit: must be an integer from 1 to %d, got %q", model.MaxListLimit, clip(string(v)))
 		}
 		q.Limit = n
 	}
 	if v := args.Peek("cursor"); len(v) > 0 {
 		pos, err := decodeCursor(string(v))
 		if err != nil {
-			return q, Invalid("cursor: %v; pass next_cursor from the previous page unchanged, or leave it out to start at the beginning", err)
+			return q, model.Invalid("cursor: %v; pass next_cursor from the previous page unchanged, or leave it out to start at the beginning", err)
 		}
 		q.After = pos
 	}

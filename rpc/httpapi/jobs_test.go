@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 const jobsURI = "/v1/collections/orders/jobs"
@@ -154,13 +154,13 @@ func TestCreateJob(t *testing.T) {
 		t.Fatalf("backend got %q %v", f.createColl, f.createIn)
 	}
 	in := f.createIn[0]
-	want := raftfsm.JobSpec{
+	want := model.JobSpec{
 		TriggerTime: 1767225600000, CallbackURL: "https://example.com/hook",
 		Meta:              []byte(`{"any":[1,2,"x y"]}`),
-		Retry:             raftfsm.RetryPolicy{MaxAttempts: 3, InitialIntervalMs: 500},
+		Retry:             model.RetryPolicy{MaxAttempts: 3, InitialIntervalMs: 500},
 		CallbackTimeoutMs: 5000,
 	}
-	want.Hash = raftfsm.HashSpec(&want, "1767225600000")
+	want.Hash = HashSpec(&want, "1767225600000")
 	if in.ID != "user-reminder-123" || in.Err != nil || in.Spec.Hash != want.Hash || string(in.Spec.Meta) != string(want.Meta) ||
 		in.Spec.Retry != want.Retry || in.Spec.TriggerTime != want.TriggerTime || in.Spec.CallbackTimeoutMs != 5000 {
 		t.Fatalf("input %+v, want %+v", in, want)
@@ -187,24 +187,24 @@ func TestCreateJob(t *testing.T) {
 func TestCreateJobOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		res    JobResult
+		res    model.JobResult
 		status int
 		code   string
 	}{
-		{"created", JobResult{Code: raftfsm.Created}, 201, ""},
-		{"exists", JobResult{Code: raftfsm.Exists}, 200, ""},
-		{"conflict", JobResult{Code: raftfsm.Conflict}, 409, CodeConflict},
-		{"route missing", JobResult{Err: NotFound("route %q does not exist", "r")}, 404, CodeNotFound},
-		{"no leader", JobResult{Err: Unavailable(3*time.Second, "no leader")}, 503, CodeUnavailable},
+		{"created", model.JobResult{Code: model.CodeCreated}, 201, ""},
+		{"exists", model.JobResult{Code: model.CodeExists}, 200, ""},
+		{"conflict", model.JobResult{Code: model.CodeConflict}, 409, CodeConflict},
+		{"route missing", model.JobResult{Err: model.NotFound("route %q does not exist", "r")}, 404, CodeNotFound},
+		{"no leader", model.JobResult{Err: model.Unavailable(3*time.Second, "no leader")}, 503, CodeUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeBackend{createFn: func(coll string, in []JobInput) ([]JobResult, error) {
+			f := &fakeBackend{createFn: func(coll string, in []model.JobInput) ([]model.JobResult, error) {
 				res := tc.res
 				res.ID = in[0].ID
 				if res.Err == nil {
 					res.Job = storedJob(coll, in[0].ID, in[0].Spec)
 				}
-				return []JobResult{res}, nil
+				return []model.JobResult{res}, nil
 			}}
 			r := do(newTestServer(f).Handler(), "POST", jobsURI, `{"id":"a","delay":"90s","route":"r"}`)
 			if r.status != tc.status {
@@ -225,7 +225,7 @@ func TestCreateJobOutcomes(t *testing.T) {
 			if j.ID != "a" || j.Route != "r" || j.TriggerTime != testNow.UnixMilli()+90_000 {
 				t.Fatalf("job %s", r.body)
 			}
-			if h := f.createIn[0].Spec.Hash; h != raftfsm.HashSpec(&raftfsm.JobSpec{Route: "r"}, "delay:90s") {
+			if h := f.createIn[0].Spec.Hash; h != HashSpec(&model.JobSpec{Route: "r"}, "delay:90s") {
 				t.Fatalf("delay hash %x", h)
 			}
 		})
@@ -233,8 +233,8 @@ func TestCreateJobOutcomes(t *testing.T) {
 }
 
 func TestCreateJobBackendError(t *testing.T) {
-	f := &fakeBackend{createFn: func(string, []JobInput) ([]JobResult, error) {
-		return nil, fmt.Errorf("forwarding: %w", Unavailable(2500*time.Millisecond, "slot 3 has no leader"))
+	f := &fakeBackend{createFn: func(string, []model.JobInput) ([]model.JobResult, error) {
+		return nil, fmt.Errorf("forwarding: %w", model.Unavailable(2500*time.Millisecond, "slot 3 has no leader"))
 	}}
 	r := do(newTestServer(f).Handler(), "POST", jobsURI, `{"trigger_time":1,"callback_url":"http://x"}`)
 	if r.status != 503 || r.header["Retry-After"] != "3" {
@@ -244,7 +244,7 @@ func TestCreateJobBackendError(t *testing.T) {
 		t.Fatalf("%s %q", code, msg)
 	}
 
-	f.createFn = func(string, []JobInput) ([]JobResult, error) { return nil, fmt.Errorf("disk on fire") }
+	f.createFn = func(string, []model.JobInput) ([]model.JobResult, error) { return nil, fmt.Errorf("disk on fire") }
 	r = do(newTestServer(f).Handler(), "POST", jobsURI, `{"trigger_time":1,"callback_url":"http://x"}`)
 	if code, msg := r.errorBody(t); r.status != 500 || code != CodeInternal || msg != "disk on fire" {
 		t.Fatalf("%d %s %q", r.status, code, msg)
@@ -285,20 +285,20 @@ func TestGeneratedIDs(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
-	f := &fakeBackend{createFn: func(coll string, in []JobInput) ([]JobResult, error) {
-		out := make([]JobResult, len(in))
+	f := &fakeBackend{createFn: func(coll string, in []model.JobInput) ([]model.JobResult, error) {
+		out := make([]model.JobResult, len(in))
 		for i, x := range in {
 			switch {
 			case x.Err != nil:
-				out[i] = JobResult{ID: x.ID, Err: x.Err}
+				out[i] = model.JobResult{ID: x.ID, Err: x.Err}
 			case x.ID == "dup":
-				out[i] = JobResult{ID: x.ID, Code: raftfsm.Conflict, Job: storedJob(coll, x.ID, raftfsm.JobSpec{TriggerTime: 5, CallbackURL: "http://old"})}
+				out[i] = model.JobResult{ID: x.ID, Code: model.CodeConflict, Job: storedJob(coll, x.ID, model.JobSpec{TriggerTime: 5, CallbackURL: "http://old"})}
 			case x.ID == "same":
-				out[i] = JobResult{ID: x.ID, Code: raftfsm.Exists, Job: storedJob(coll, x.ID, x.Spec)}
+				out[i] = model.JobResult{ID: x.ID, Code: model.CodeExists, Job: storedJob(coll, x.ID, x.Spec)}
 			case x.ID == "noroute":
-				out[i] = JobResult{ID: x.ID, Err: NotFound("route %q does not exist", x.Spec.Route)}
+				out[i] = model.JobResult{ID: x.ID, Err: model.NotFound("route %q does not exist", x.Spec.Route)}
 			default:
-				out[i] = JobResult{ID: x.ID, Code: raftfsm.Created, Job: storedJob(coll, x.ID, x.Spec)}
+				out[i] = model.JobResult{ID: x.ID, Code: model.CodeCreated, Job: storedJob(coll, x.ID, x.Spec)}
 			}
 		}
 		return out, nil
@@ -420,7 +420,7 @@ func TestBatchLimits(t *testing.T) {
 }
 
 func TestBatchBackendMiscount(t *testing.T) {
-	f := &fakeBackend{createFn: func(string, []JobInput) ([]JobResult, error) { return nil, nil }}
+	f := &fakeBackend{createFn: func(string, []model.JobInput) ([]model.JobResult, error) { return nil, nil }}
 	r := do(newTestServer(f).Handler(), "POST", jobsURI, `[{"trigger_time":1,"callback_url":"http://x"}]`)
 	if r.status != 500 {
 		t.Fatalf("%d", r.status)
@@ -434,33 +434,33 @@ func TestUpsert(t *testing.T) {
 		name    string
 		ifMatch string
 		body    string
-		res     raftfsm.Result
+		res     model.Result
 		status  int
 		code    string
 		want    uint64
 		called  bool
 	}{
-		{"create", "", body, raftfsm.Result{Code: raftfsm.Created}, 201, "", 0, true},
-		{"replace", "3", body, raftfsm.Result{Code: raftfsm.OK}, 200, "", 3, true},
-		{"quoted", `"3"`, body, raftfsm.Result{Code: raftfsm.OK}, 200, "", 3, true},
-		{"weak", `W/"12"`, body, raftfsm.Result{Code: raftfsm.OK}, 200, "", 12, true},
-		{"spaces", ` 4 `, body, raftfsm.Result{Code: raftfsm.OK}, 200, "", 4, true},
-		{"stale", "3", body, raftfsm.Result{Code: raftfsm.PreconditionFailed, Job: &raftfsm.Job{Version: 4}}, 412, CodePreconditionFailed, 3, true},
-		{"if-match on missing job", "3", body, raftfsm.Result{Code: raftfsm.NotFound}, 412, CodePreconditionFailed, 3, true},
-		{"garbage", "abc", body, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
-		{"star", "*", body, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
-		{"zero", "0", body, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
-		{"negative", "-1", body, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
-		{"list", "1, 2", body, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
-		{"half quoted", `"3`, body, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
-		{"id differs", "", `{"id":"j2","trigger_time":1,"callback_url":"http://x"}`, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
-		{"id same", "", `{"id":"j1","trigger_time":1,"callback_url":"http://x"}`, raftfsm.Result{Code: raftfsm.Created}, 201, "", 0, true},
-		{"empty body", "", ``, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
-		{"invalid spec", "", `{"trigger_time":1}`, raftfsm.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"create", "", body, model.Result{Code: model.CodeCreated}, 201, "", 0, true},
+		{"replace", "3", body, model.Result{Code: model.CodeOK}, 200, "", 3, true},
+		{"quoted", `"3"`, body, model.Result{Code: model.CodeOK}, 200, "", 3, true},
+		{"weak", `W/"12"`, body, model.Result{Code: model.CodeOK}, 200, "", 12, true},
+		{"spaces", ` 4 `, body, model.Result{Code: model.CodeOK}, 200, "", 4, true},
+		{"stale", "3", body, model.Result{Code: model.CodePreconditionFailed, Job: &model.Job{Version: 4}}, 412, CodePreconditionFailed, 3, true},
+		{"if-match on missing job", "3", body, model.Result{Code: model.CodeNotFound}, 412, CodePreconditionFailed, 3, true},
+		{"garbage", "abc", body, model.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"star", "*", body, model.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"zero", "0", body, model.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"negative", "-1", body, model.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"list", "1, 2", body, model.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"half quoted", `"3`, body, model.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"id differs", "", `{"id":"j2","trigger_time":1,"callback_url":"http://x"}`, model.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"id same", "", `{"id":"j1","trigger_time":1,"callback_url":"http://x"}`, model.Result{Code: model.CodeCreated}, 201, "", 0, true},
+		{"empty body", "", ``, model.Result{}, 400, CodeInvalidArgument, 0, false},
+		{"invalid spec", "", `{"trigger_time":1}`, model.Result{}, 400, CodeInvalidArgument, 0, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeBackend{upsertFn: func() (raftfsm.Result, error) { return tc.res, nil }}
+			f := &fakeBackend{upsertFn: func() (model.Result, error) { return tc.res, nil }}
 			var hdr []string
 			if tc.ifMatch != "" {
 				hdr = []string{"If-Match", tc.ifMatch}
@@ -486,8 +486,8 @@ func TestUpsert(t *testing.T) {
 
 func TestUpsertRoundTripsGet(t *testing.T) {
 	// A client can GET a job and PUT the answer back unchanged.
-	f := &fakeBackend{job: &raftfsm.Job{
-		Collection: "orders", ID: "j1", Version: 4, Status: raftfsm.StatusFailed, TriggerTime: 5, DueTime: 5,
+	f := &fakeBackend{job: &model.Job{
+		Collection: "orders", ID: "j1", Version: 4, Status: model.StatusFailed, TriggerTime: 5, DueTime: 5,
 		CallbackURL: "http://x", Meta: []byte(`{"a":1}`), Attempts: 5, LastError: "HTTP 500", CreatedAt: 1, UpdatedAt: 2, FinishedAt: 3,
 	}}
 	s := newTestServer(f)
@@ -497,7 +497,7 @@ func TestUpsertRoundTripsGet(t *testing.T) {
 	}
 	r := do(s.Handler(), "PUT", "/v1/collections/orders/jobs/j1", string(got.body), "If-Match", got.header["Etag"]+got.header["ETag"])
 	if r.status != 201 || f.upsertIfMatch != 4 || string(f.upsertSpec.Meta) != `{"a":1}` ||
-		f.upsertSpec.Retry != raftfsm.DefaultRetryPolicy {
+		f.upsertSpec.Retry != model.DefaultRetryPolicy {
 		t.Fatalf("%d %s; spec %+v ifMatch %d", r.status, r.body, f.upsertSpec, f.upsertIfMatch)
 	}
 }
@@ -513,7 +513,7 @@ func TestGetDeleteJob(t *testing.T) {
 	if r.status != 204 || len(r.body) != 0 || f.deletedJob != [2]string{"orders", "j:1@x+y=z~w"} {
 		t.Fatalf("%d %q %v", r.status, r.body, f.deletedJob)
 	}
-	f.err = NotFound("job %q does not exist", "j")
+	f.err = model.NotFound("job %q does not exist", "j")
 	r = do(s.Handler(), "DELETE", "/v1/collections/orders/jobs/j", "")
 	if code, _ := r.errorBody(t); r.status != 404 || code != CodeNotFound {
 		t.Fatalf("%d %s", r.status, code)
@@ -521,31 +521,31 @@ func TestGetDeleteJob(t *testing.T) {
 }
 
 func TestListQuery(t *testing.T) {
-	cur := encodeCursor(&raftfsm.ListPos{Trigger: 1767225600000, ID: "job-9"})
+	cur := encodeCursor(&model.ListPos{Trigger: 1767225600000, ID: "job-9"})
 	cases := []struct {
 		query string
-		want  raftfsm.ListQuery
+		want  model.ListQuery
 		msg   string // non-empty: a 400 containing this
 	}{
-		{"", raftfsm.ListQuery{Coll: "c", From: math.MinInt64, To: math.MaxInt64, Limit: 100}, ""},
-		{"status=failed&limit=1000", raftfsm.ListQuery{Coll: "c", Status: raftfsm.StatusFailed, From: math.MinInt64, To: math.MaxInt64, Limit: 1000}, ""},
-		{"from=5&to=2026-01-01T00:00:00Z&limit=1", raftfsm.ListQuery{Coll: "c", From: 5, To: 1767225600000, Limit: 1}, ""},
-		{"to=2026-01-01T01:00:00%2B01:00", raftfsm.ListQuery{Coll: "c", From: math.MinInt64, To: 1767225600000, Limit: 100}, ""},
-		{"to=2026-01-01T01:00:00+01:00", raftfsm.ListQuery{Coll: "c", From: math.MinInt64, To: 1767225600000, Limit: 100}, ""},
-		{"cursor=" + cur, raftfsm.ListQuery{Coll: "c", From: math.MinInt64, To: math.MaxInt64, Limit: 100, After: &raftfsm.ListPos{Trigger: 1767225600000, ID: "job-9"}}, ""},
-		{"status=done", raftfsm.ListQuery{}, "status"},
-		{"limit=0", raftfsm.ListQuery{}, "limit"},
-		{"limit=1001", raftfsm.ListQuery{}, "limit"},
-		{"limit=ten", raftfsm.ListQuery{}, "limit"},
-		{"from=yesterday", raftfsm.ListQuery{}, "from"},
-		{"to=1.5", raftfsm.ListQuery{}, "to"},
-		{"from=10&to=5", raftfsm.ListQuery{}, "after"},
-		{"cursor=!!!", raftfsm.ListQuery{}, "cursor"},
-		{"cursor=AgE", raftfsm.ListQuery{}, "cursor"},
-		{"cursor=AQ", raftfsm.ListQuery{}, "cursor"},
-		{"cursor=" + cur + "A", raftfsm.ListQuery{}, "cursor"},
-		{"limt=5", raftfsm.ListQuery{}, `did you mean "limit"`},
-		{"order=desc", raftfsm.ListQuery{}, "unknown query parameter"},
+		{"", model.ListQuery{Coll: "c", From: math.MinInt64, To: math.MaxInt64, Limit: 100}, ""},
+		{"status=failed&limit=1000", model.ListQuery{Coll: "c", Status: model.StatusFailed, From: math.MinInt64, To: math.MaxInt64, Limit: 1000}, ""},
+		{"from=5&to=2026-01-01T00:00:00Z&limit=1", model.ListQuery{Coll: "c", From: 5, To: 1767225600000, Limit: 1}, ""},
+		{"to=2026-01-01T01:00:00%2B01:00", model.ListQuery{Coll: "c", From: math.MinInt64, To: 1767225600000, Limit: 100}, ""},
+		{"to=2026-01-01T01:00:00+01:00", model.ListQuery{Coll: "c", From: math.MinInt64, To: 1767225600000, Limit: 100}, ""},
+		{"cursor=" + cur, model.ListQuery{Coll: "c", From: math.MinInt64, To: math.MaxInt64, Limit: 100, After: &model.ListPos{Trigger: 1767225600000, ID: "job-9"}}, ""},
+		{"status=done", model.ListQuery{}, "status"},
+		{"limit=0", model.ListQuery{}, "limit"},
+		{"limit=1001", model.ListQuery{}, "limit"},
+		{"limit=ten", model.ListQuery{}, "limit"},
+		{"from=yesterday", model.ListQuery{}, "from"},
+		{"to=1.5", model.ListQuery{}, "to"},
+		{"from=10&to=5", model.ListQuery{}, "after"},
+		{"cursor=!!!", model.ListQuery{}, "cursor"},
+		{"cursor=AgE", model.ListQuery{}, "cursor"},
+		{"cursor=AQ", model.ListQuery{}, "cursor"},
+		{"cursor=" + cur + "A", model.ListQuery{}, "cursor"},
+		{"limt=5", model.ListQuery{}, `did you mean "limit"`},
+		{"order=desc", model.ListQuery{}, "unknown query parameter"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.query, func(t *testing.T) {
@@ -577,11 +577,11 @@ func TestListQuery(t *testing.T) {
 
 func TestListJobsAnswer(t *testing.T) {
 	f := &fakeBackend{
-		listJobs: []*raftfsm.Job{
-			{Collection: "c", ID: "a", Status: raftfsm.StatusScheduled, TriggerTime: 1, DueTime: 1, CallbackURL: "http://x"},
-			{Collection: "c", ID: "b", Status: raftfsm.StatusSucceeded, TriggerTime: 2, DueTime: 2, Route: "r"},
+		listJobs: []*model.Job{
+			{Collection: "c", ID: "a", Status: model.StatusScheduled, TriggerTime: 1, DueTime: 1, CallbackURL: "http://x"},
+			{Collection: "c", ID: "b", Status: model.StatusSucceeded, TriggerTime: 2, DueTime: 2, Route: "r"},
 		},
-		listNext: &raftfsm.ListPos{Trigger: 2, ID: "b"},
+		listNext: &model.ListPos{Trigger: 2, ID: "b"},
 	}
 	s := newTestServer(f)
 	r := do(s.Handler(), "GET", "/v1/collections/c/jobs", "")
@@ -607,7 +607,7 @@ func TestListJobsAnswer(t *testing.T) {
 }
 
 func TestCursorRoundTrip(t *testing.T) {
-	for _, p := range []raftfsm.ListPos{
+	for _, p := range []model.ListPos{
 		{Trigger: 0, ID: "a"}, {Trigger: -1, ID: ""}, {Trigger: math.MaxInt64, ID: strings.Repeat("z", 255)},
 		{Trigger: math.MinInt64, ID: "x:y@z~=+-._"}, {Trigger: 1767225600000, ID: "01JGQ3ZK1M0000000000000000"},
 	} {
@@ -626,7 +626,7 @@ func TestCursorRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeCursor(f *testing.F) {
-	f.Add(encodeCursor(&raftfsm.ListPos{Trigger: 5, ID: "a"}))
+	f.Add(encodeCursor(&model.ListPos{Trigger: 5, ID: "a"}))
 	f.Add("")
 	f.Add("AQ")
 	f.Add("AYCAgICAgICAgIAB")

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // jobFields are the writable members of a job object; jobReadOnly are the
@@ -34,7 +34,7 @@ type jobParser struct {
 // parse validates one job object. pathID is the id from a PUT path ("" for
 // POST). It returns the id as given (possibly "", and possibly invalid,
 // for echoing in a batch result) and the spec, or an error.
-func (p *jobParser) parse(o object, pathID string) (id string, spec raftfsm.JobSpec, e *Error) {
+func (p *jobParser) parse(o object, pathID string) (id string, spec model.JobSpec, e *model.Error) {
 	// The id first, so that a batch result can name the item whatever else
 	// is wrong with it.
 	idRaw, hasID := o.field("id")
@@ -48,11 +48,11 @@ func (p *jobParser) parse(o object, pathID string) (id string, spec raftfsm.JobS
 	}
 	if hasID {
 		if pathID != "" && id != pathID {
-			return id, spec, Invalid("id: the body says %q but the path says %q; leave it out or make them match", clip(id), pathID)
+			return id, spec, model.Invalid("id: the body says %q but the path says %q; leave it out or make them match", clip(id), pathID)
 		}
 		if e := checkID(id); e != nil {
 			if id == "" {
-				return id, spec, Invalid("id: must not be empty; leave it out to have one generated")
+				return id, spec, model.Invalid("id: must not be empty; leave it out to have one generated")
 			}
 			return id, spec, e
 		}
@@ -65,7 +65,7 @@ func (p *jobParser) parse(o object, pathID string) (id string, spec raftfsm.JobS
 			return id, spec, e
 		}
 		if c != p.coll {
-			return id, spec, Invalid("collection: the body says %q but the path says %q; the path decides, so leave it out or make them match", clip(c), p.coll)
+			return id, spec, model.Invalid("collection: the body says %q but the path says %q; the path decides, so leave it out or make them match", clip(c), p.coll)
 		}
 	}
 
@@ -75,9 +75,9 @@ func (p *jobParser) parse(o object, pathID string) (id string, spec raftfsm.JobS
 	var given string
 	switch {
 	case hasT && hasD:
-		return id, spec, Invalid("trigger_time and delay are conflicting: give exactly one (trigger_time is absolute, delay is relative to receipt)")
+		return id, spec, model.Invalid("trigger_time and delay are conflicting: give exactly one (trigger_time is absolute, delay is relative to receipt)")
 	case !hasT && !hasD:
-		return id, spec, Invalid("trigger_time is missing: give trigger_time (unix milliseconds or an RFC 3339 time) or delay (a Go duration such as \"90s\")")
+		return id, spec, model.Invalid("trigger_time is missing: give trigger_time (unix milliseconds or an RFC 3339 time) or delay (a Go duration such as \"90s\")")
 	case hasT:
 		spec.TriggerTime, given, e = triggerTime(tRaw)
 	default:
@@ -92,9 +92,9 @@ func (p *jobParser) parse(o object, pathID string) (id string, spec raftfsm.JobS
 	rRaw, hasR := o.field("route")
 	switch {
 	case hasU && hasR:
-		return id, spec, Invalid("callback_url and route are conflicting: give exactly one")
+		return id, spec, model.Invalid("callback_url and route are conflicting: give exactly one")
 	case !hasU && !hasR:
-		return id, spec, Invalid("callback_url is missing: give callback_url (an absolute http or https URL) or route (the name of a route)")
+		return id, spec, model.Invalid("callback_url is missing: give callback_url (an absolute http or https URL) or route (the name of a route)")
 	case hasU:
 		if spec.CallbackURL, e = str("callback_url", uRaw); e != nil {
 			return id, spec, e
@@ -136,13 +136,13 @@ func (p *jobParser) parse(o object, pathID string) (id string, spec raftfsm.JobS
 			if err := json.Compact(&buf, raw); err == nil && buf.Len() <= p.maxMetaBytes {
 				spec.Meta = buf.Bytes()
 			} else {
-				return id, spec, TooLarge("meta: is %d bytes (compacted); at most %d bytes are allowed", buf.Len(), p.maxMetaBytes)
+				return id, spec, model.TooLarge("meta: is %d bytes (compacted); at most %d bytes are allowed", buf.Len(), p.maxMetaBytes)
 			}
 		} else {
 			spec.Meta = compact(raw)
 		}
 	}
-	spec.Hash = raftfsm.HashSpec(&spec, given)
+	spec.Hash = HashSpec(&spec, given)
 	return id, spec, nil
 }
 
@@ -183,7 +183,7 @@ const triggerHelp = "must be unix milliseconds or an RFC 3339 time"
 // triggerTime parses trigger_time: a JSON integer of unix milliseconds or a
 // string (RFC 3339, or the milliseconds as text). It also returns the text
 // as given, for the spec hash.
-func triggerTime(raw []byte) (int64, string, *Error) {
+func triggerTime(raw []byte) (int64, string, *model.Error) {
 	var ms int64
 	var given string
 	if raw[0] == '"' {
@@ -193,37 +193,37 @@ func triggerTime(raw []byte) (int64, string, *Error) {
 		}
 		t, ok := parseTimeText(s)
 		if !ok {
-			return 0, "", Invalid("trigger_time: %s (like 1767225600000 or \"2026-01-01T00:00:00Z\"), got %q", triggerHelp, clip(s))
+			return 0, "", model.Invalid("trigger_time: %s (like 1767225600000 or \"2026-01-01T00:00:00Z\"), got %q", triggerHelp, clip(s))
 		}
 		ms, given = t, s
 	} else {
 		n, e := integer("trigger_time", raw, math.MinInt64, math.MaxInt64)
 		if e != nil {
-			return 0, "", Invalid("trigger_time: %s (like 1767225600000 or \"2026-01-01T00:00:00Z\"), got %s", triggerHelp, shown(raw))
+			return 0, "", model.Invalid("trigger_time: %s (like 1767225600000 or \"2026-01-01T00:00:00Z\"), got %s", triggerHelp, shown(raw))
 		}
 		ms, given = n, string(raw)
 	}
 	if ms < 0 {
-		return 0, "", Invalid("trigger_time: must not be before 1970-01-01T00:00:00Z, got %s", shown(raw))
+		return 0, "", model.Invalid("trigger_time: must not be before 1970-01-01T00:00:00Z, got %s", shown(raw))
 	}
 	if ms >= maxTriggerMs {
-		return 0, "", Invalid("trigger_time: must be before the year 10000 (less than %d ms), got %s", int64(maxTriggerMs), shown(raw))
+		return 0, "", model.Invalid("trigger_time: must be before the year 10000 (less than %d ms), got %s", int64(maxTriggerMs), shown(raw))
 	}
 	return ms, given, nil
 }
 
 // delay parses delay, a Go duration relative to receipt.
-func (p *jobParser) delay(raw []byte) (int64, string, *Error) {
+func (p *jobParser) delay(raw []byte) (int64, string, *model.Error) {
 	s, e := str("delay", raw)
 	if e != nil {
-		return 0, "", Invalid("delay: must be a Go duration string such as \"90s\" or \"2h\", got %s %s", jsonKind(raw), shown(raw))
+		return 0, "", model.Invalid("delay: must be a Go duration string such as \"90s\" or \"2h\", got %s %s", jsonKind(raw), shown(raw))
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, "", Invalid("delay: must be a Go duration string such as \"90s\" or \"2h\", got %q", clip(s))
+		return 0, "", model.Invalid("delay: must be a Go duration string such as \"90s\" or \"2h\", got %q", clip(s))
 	}
 	if d < 0 {
-		return 0, "", Invalid("delay: must not be negative, got %q", s)
+		return 0, "", model.Invalid("delay: must not be negative, got %q", s)
 	}
 	now := max(p.now.UnixMilli(), 0)
 	// Round a sub-millisecond remainder up: never fire early.
@@ -232,14 +232,14 @@ func (p *jobParser) delay(raw []byte) (int64, string, *Error) {
 		dms++
 	}
 	if dms >= maxTriggerMs-now {
-		return 0, "", Invalid("delay: %q puts the trigger time past the year 10000", s)
+		return 0, "", model.Invalid("delay: %q puts the trigger time past the year 10000", s)
 	}
 	return now + dms, "delay:" + s, nil
 }
 
 // retryPolicy parses a retry_policy object; absent members stay 0 (unset).
-func retryPolicy(path string, raw []byte) (raftfsm.RetryPolicy, *Error) {
-	var rp raftfsm.RetryPolicy
+func retryPolicy(path string, raw []byte) (model.RetryPolicy, *model.Error) {
+	var rp model.RetryPolicy
 	o, e := decodeObject(path, raw)
 	if e != nil {
 		return rp, e

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // Rendering appends JSON to a byte slice by hand: a 1000-job batch or page
@@ -93,7 +93,7 @@ func durationString(ms int64) string {
 	if ms > math.MaxInt64/int64(time.Millisecond) {
 		ms = math.MaxInt64 / int64(time.Millisecond)
 	}
-	return raftfsm.Duration(ms).String()
+	return model.Duration(ms).String()
 }
 
 func appendFloat(b []byte, f float64) []byte {
@@ -107,7 +107,7 @@ func appendFloat(b []byte, f float64) []byte {
 }
 
 // appendRetry renders a retry policy (callers pass the effective one).
-func appendRetry(b []byte, p raftfsm.RetryPolicy) []byte {
+func appendRetry(b []byte, p model.RetryPolicy) []byte {
 	b = append(b, '{')
 	b = appendIntField(b, "max_attempts", p.MaxAttempts)
 	b = appendStrField(b, "initial_interval", durationString(p.InitialIntervalMs))
@@ -119,7 +119,7 @@ func appendRetry(b []byte, p raftfsm.RetryPolicy) []byte {
 
 // effective computes a job's effective retry policy and callback timeout:
 // the job's own fields, else its collection's, else the defaults.
-func effective(j *raftfsm.Job, c *raftfsm.Collection) (raftfsm.RetryPolicy, int64) {
+func effective(j *model.Job, c *model.Collection) (model.RetryPolicy, int64) {
 	p := j.Retry
 	timeout := j.CallbackTimeoutMs
 	if c != nil {
@@ -129,13 +129,13 @@ func effective(j *raftfsm.Job, c *raftfsm.Collection) (raftfsm.RetryPolicy, int6
 		}
 	}
 	if timeout <= 0 {
-		timeout = raftfsm.DefaultCallbackTimeoutMs
+		timeout = model.DefaultCallbackTimeoutMs
 	}
-	return p.Or(raftfsm.DefaultRetryPolicy), timeout
+	return p.Or(model.DefaultRetryPolicy), timeout
 }
 
 // appendJob renders a job. c is its collection (nil: defaults).
-func appendJob(b []byte, j *raftfsm.Job, c *raftfsm.Collection) []byte {
+func appendJob(b []byte, j *model.Job, c *model.Collection) []byte {
 	var pc policyCache
 	return pc.appendJob(b, j, c)
 }
@@ -144,12 +144,12 @@ func appendJob(b []byte, j *raftfsm.Job, c *raftfsm.Collection) []byte {
 // and timeout: the jobs of a page or batch nearly always share them, and
 // formatting five durations per job was a tenth of a batch's cost.
 type policyCache struct {
-	policy  raftfsm.RetryPolicy
+	policy  model.RetryPolicy
 	timeout int64
 	text    []byte // `"retry_policy":{…},"callback_timeout":"…"`
 }
 
-func (pc *policyCache) appendJob(b []byte, j *raftfsm.Job, c *raftfsm.Collection) []byte {
+func (pc *policyCache) appendJob(b []byte, j *model.Job, c *model.Collection) []byte {
 	b = append(b, '{')
 	b = appendStrField(b, "id", j.ID)
 	b = appendStrField(b, "collection", j.Collection)
@@ -177,15 +177,15 @@ func (pc *policyCache) appendJob(b []byte, j *raftfsm.Job, c *raftfsm.Collection
 	b = appendIntField(b, "created_at", j.CreatedAt)
 	b = appendIntField(b, "updated_at", j.UpdatedAt)
 	b = appendIntField(b, "finished_at", j.FinishedAt)
-	if j.Status == raftfsm.StatusScheduled {
+	if j.Status == model.StatusScheduled {
 		b = appendIntField(b, "next_attempt_at", j.DueTime)
 	}
 	return append(b, '}')
 }
 
-func statusString(s raftfsm.Status) string {
+func statusString(s model.Status) string {
 	if s == 0 {
-		return raftfsm.StatusScheduled.String()
+		return model.StatusScheduled.String()
 	}
 	return s.String()
 }
@@ -195,12 +195,12 @@ func statusString(s raftfsm.Status) string {
 type jobRenderer struct {
 	s      *Server
 	coll   string
-	c      *raftfsm.Collection
+	c      *model.Collection
 	looked bool
 	pc     policyCache
 }
 
-func (r *jobRenderer) append(b []byte, j *raftfsm.Job) []byte {
+func (r *jobRenderer) append(b []byte, j *model.Job) []byte {
 	if !r.looked || j.Collection != r.coll {
 		r.coll, r.c, r.looked = j.Collection, r.s.collection(j.Collection), true
 	}
@@ -209,7 +209,7 @@ func (r *jobRenderer) append(b []byte, j *raftfsm.Job) []byte {
 
 // appendCollection renders a collection with its effective settings; the
 // signing secret is never rendered, only whether one is set.
-func appendCollection(b []byte, c *raftfsm.Collection) []byte {
+func appendCollection(b []byte, c *model.Collection) []byte {
 	b = append(b, '{')
 	b = appendStrField(b, "name", c.Name)
 	b = appendRetry(appendKey(b, "retry_policy"), c.EffectiveRetry())
@@ -226,17 +226,17 @@ func appendCollection(b []byte, c *raftfsm.Collection) []byte {
 	return append(b, '}')
 }
 
-// appendRoute renders a route. Sensitive header values are redacted and the
+// appendRoute renders a route. Sensitive header values are model.Redacted and the
 // signing secret is never rendered.
-func appendRoute(b []byte, r *raftfsm.Route) []byte {
+func appendRoute(b []byte, r *model.Route) []byte {
 	b = append(b, '{')
 	b = appendStrField(b, "name", r.Name)
 	b = appendStrField(b, "webhook_url", r.WebhookURL)
 	b = append(appendKey(b, "headers"), '{')
 	for i, k := range sortedKeys(r.Headers) {
 		v := r.Headers[k]
-		if sensitiveHeader(k) {
-			v = redacted
+		if model.SensitiveHeader(k) {
+			v = model.Redacted
 		}
 		if i > 0 {
 			b = append(b, ',')
@@ -264,15 +264,15 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // appendErrorObject renders {"code":…,"message":…}.
-func appendErrorObject(b []byte, e *Error) []byte {
+func appendErrorObject(b []byte, e *model.Error) []byte {
 	b = append(b, '{')
-	b = appendStrField(b, "code", e.Code)
+	b = appendStrField(b, "code", string(e.Kind))
 	b = appendStrField(b, "message", e.Message)
 	return append(b, '}')
 }
 
 // appendErrorBody renders the contract's error body.
-func appendErrorBody(b []byte, e *Error) []byte {
+func appendErrorBody(b []byte, e *model.Error) []byte {
 	b = append(b, `{"error":`...)
 	b = appendErrorObject(b, e)
 	return append(b, '}')

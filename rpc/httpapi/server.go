@@ -10,9 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
-
-	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
 // Defaults of Options.
@@ -55,7 +54,7 @@ type Options struct {
 	// rendered job would cost a call per job of a 1000-job page, so the node
 	// hands over its local, lock-free view of the meta state instead. It can
 	// also be set later with SetCollectionLookup.
-	LookupCollection func(name string) *raftfsm.Collection
+	LookupCollection func(name string) *model.Collection
 }
 
 // Server is the public HTTP API over a Backend.
@@ -64,7 +63,7 @@ type Server struct {
 	o      Options
 	log    *slog.Logger
 	srv    *fasthttp.Server
-	lookup atomic.Pointer[func(string) *raftfsm.Collection]
+	lookup atomic.Pointer[func(string) *model.Collection]
 }
 
 // New returns a Server answering through b.
@@ -107,7 +106,7 @@ func New(b Backend, o Options) *Server {
 
 // SetCollectionLookup replaces Options.LookupCollection; safe to call while
 // serving (the node may only have its meta state after the API is up).
-func (s *Server) SetCollectionLookup(fn func(name string) *raftfsm.Collection) {
+func (s *Server) SetCollectionLookup(fn func(name string) *model.Collection) {
 	if fn == nil {
 		s.lookup.Store(nil)
 		return
@@ -115,7 +114,7 @@ func (s *Server) SetCollectionLookup(fn func(name string) *raftfsm.Collection) {
 	s.lookup.Store(&fn)
 }
 
-func (s *Server) collection(name string) *raftfsm.Collection {
+func (s *Server) collection(name string) *model.Collection {
 	if fn := s.lookup.Load(); fn != nil {
 		return (*fn)(name)
 	}
@@ -154,21 +153,20 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 // instead of fasthttp's plain text.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
-	var e *Error
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		e = TooLarge("request body is larger than the %d-byte limit; split a batch into smaller ones or shrink the metas", s.o.MaxBodyBytes)
+		writeError(ctx, model.TooLarge("request body is larger than the %d-byte limit; split a batch into smaller ones or shrink the metas", s.o.MaxBodyBytes))
 	case errors.As(err, &small):
-		e = newErr(fasthttp.StatusRequestHeaderFieldsTooLarge, CodeTooLarge, "request line and headers are larger than %d bytes", readBufferSize)
+		writeErrorStatus(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge,
+			model.TooLarge("request line and headers are larger than %d bytes", readBufferSize))
 	default:
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			e = newErr(fasthttp.StatusRequestTimeout, CodeInvalidArgument, "timed out reading the request")
+			writeErrorStatus(ctx, fasthttp.StatusRequestTimeout, model.Invalid("timed out reading the request"))
 		} else {
-			e = Invalid("malformed HTTP request: %v", err)
+			writeError(ctx, model.Invalid("malformed HTTP request: %v", err))
 		}
 	}
-	writeError(ctx, e)
 }
 
 // request is one request being handled: the matched route and its path
@@ -193,7 +191,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		if p := recover(); p != nil {
 			s.log.Error("panic in handler", "route", routeName, "panic", p)
 			ctx.Response.Reset()
-			writeError(ctx, Internal("internal error while handling %s", routeName))
+			writeError(ctx, model.Internal("internal error while handling %s", routeName))
 		}
 		if s.o.Observe != nil {
 			s.o.Observe(routeName, ctx.Response.StatusCode(), time.Since(start))
@@ -201,12 +199,12 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	}()
 	ep, h, params := match(ctx)
 	if ep == nil {
-		writeError(ctx, NotFound("no such endpoint: %s %s; see API.md for the endpoints", ctx.Method(), clip(string(ctx.Path()))))
+		writeError(ctx, model.NotFound("no such endpoint: %s %s; see docs/api.md for the endpoints", ctx.Method(), clip(string(ctx.Path()))))
 		return
 	}
 	if h == nil {
 		ctx.Response.Header.Set("Allow", ep.allow)
-		writeError(ctx, newErr(fasthttp.StatusMethodNotAllowed, CodeInvalidArgument,
+		writeErrorStatus(ctx, fasthttp.StatusMethodNotAllowed, model.Invalid(
 			"method %s is not allowed on %s; allowed: %s", clip(string(ctx.Method())), ep.pattern, ep.allow))
 		return
 	}
@@ -235,14 +233,26 @@ func writeEmpty(ctx *fasthttp.RequestCtx) {
 	ctx.ResetBody()
 }
 
-// writeError answers with the contract's error body.
-func writeError(ctx *fasthttp.RequestCtx, e *Error) {
+// writeError answers with the contract's error body and the status of the
+// error's kind.
+func writeError(ctx *fasthttp.RequestCtx, e *model.Error) {
+	status := statusOf(e.Kind)
+	if status == 0 {
+		e, status = model.Internal("%s", e.Message), fasthttp.StatusInternalServerError
+	}
+	writeErrorStatus(ctx, status, e)
+}
+
+// writeErrorStatus answers with the contract's error body under a status
+// chosen by the HTTP layer itself (405, 408, 431: failures of the HTTP
+// exchange rather than of the request's content).
+func writeErrorStatus(ctx *fasthttp.RequestCtx, status int, e *model.Error) {
 	// The contract promises Retry-After on 503 (and 429); a backend error
 	// that forgot it still gets the smallest useful one.
-	if ra := e.RetryAfter; ra > 0 || e.Status == fasthttp.StatusServiceUnavailable || e.Status == fasthttp.StatusTooManyRequests {
+	if ra := e.RetryAfter; ra > 0 || status == fasthttp.StatusServiceUnavailable || status == fasthttp.StatusTooManyRequests {
 		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(ra), 10))
 	}
-	writeJSON(ctx, e.Status, appendErrorBody(make([]byte, 0, 64+len(e.Message)), e))
+	writeJSON(ctx, status, appendErrorBody(make([]byte, 0, 64+len(e.Message)), e))
 }
 
 // retryAfterSeconds rounds up to whole seconds, at least 1.
@@ -250,28 +260,11 @@ func retryAfterSeconds(d time.Duration) int64 {
 	return max(int64((d+time.Second-1)/time.Second), 1)
 }
 
-// asError converts any error into an API error: an *Error (also wrapped)
-// stands for itself; a timeout is a 503 the client may retry; anything else
-// is 500 internal.
-func asError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		if e.Status < 400 || e.Status > 599 || e.Code == "" {
-			return Internal("%s", e.Message)
-		}
-		return e
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return Unavailable(time.Second, "the cluster did not answer in time; retry the request")
-	}
-	return Internal("%s", err.Error())
-}
-
 // fail answers with err (from the backend) and logs server-side failures.
 func (s *Server) fail(r *request, err error) {
 	e := asError(err)
-	if e.Status >= 500 {
-		s.log.Warn("request failed", "method", string(r.ctx.Method()), "path", string(r.ctx.Path()), "status", e.Status, "err", err)
+	if statusOf(e.Kind) >= 500 {
+		s.log.Warn("request failed", "method", string(r.ctx.Method()), "path", string(r.ctx.Path()), "status", statusOf(e.Kind), "err", err)
 	}
 	writeError(r.ctx, e)
 }

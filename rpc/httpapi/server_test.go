@@ -11,19 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
-
-	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
 func TestJobRendering(t *testing.T) {
-	j := &raftfsm.Job{
-		Collection: "orders", ID: "j1", Version: 3, Status: raftfsm.StatusScheduled,
+	j := &model.Job{
+		Collection: "orders", ID: "j1", Version: 3, Status: model.StatusScheduled,
 		TriggerTime: 1767225600000, DueTime: 1767225660000, Attempts: 1, CreatedAt: 10, UpdatedAt: 20,
 		CallbackURL: "https://example.com/hook?a=1&b=<2>", Meta: []byte(`{"any":"json"}`),
-		Retry: raftfsm.RetryPolicy{MaxAttempts: 7}, LastError: "HTTP 503 \"busy\"\n",
+		Retry: model.RetryPolicy{MaxAttempts: 7}, LastError: "HTTP 503 \"busy\"\n",
 	}
-	coll := &raftfsm.Collection{Name: "orders", Retry: raftfsm.RetryPolicy{InitialIntervalMs: 250, MaxAttempts: 2}, CallbackTimeoutMs: 3000}
+	coll := &model.Collection{Name: "orders", Retry: model.RetryPolicy{InitialIntervalMs: 250, MaxAttempts: 2}, CallbackTimeoutMs: 3000}
 	got := string(appendJob(nil, j, coll))
 	want := `{"id":"j1","collection":"orders","trigger_time":1767225600000,"callback_url":"https://example.com/hook?a=1&b=<2>","meta":{"any":"json"},` +
 		`"retry_policy":{"max_attempts":7,"initial_interval":"250ms","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},"callback_timeout":"3s",` +
@@ -32,7 +31,7 @@ func TestJobRendering(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 	// Finished, routed, no meta, no collection config: defaults; no next_attempt_at.
-	j2 := &raftfsm.Job{Collection: "c", ID: "j2", Status: raftfsm.StatusFailed, TriggerTime: 1, DueTime: 1, Route: "billing", FinishedAt: 30, CallbackTimeoutMs: 1500}
+	j2 := &model.Job{Collection: "c", ID: "j2", Status: model.StatusFailed, TriggerTime: 1, DueTime: 1, Route: "billing", FinishedAt: 30, CallbackTimeoutMs: 1500}
 	got = string(appendJob(nil, j2, nil))
 	want = `{"id":"j2","collection":"c","trigger_time":1,"route":"billing","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},` +
 		`"callback_timeout":"1.5s","status":"failed","attempts":0,"last_error":"","version":0,"created_at":0,"updated_at":0,"finished_at":30}`
@@ -44,7 +43,7 @@ func TestJobRendering(t *testing.T) {
 	lookups := 0
 	f := &fakeBackend{job: j}
 	s := newTestServer(f, func(o *Options) {
-		o.LookupCollection = func(name string) *raftfsm.Collection {
+		o.LookupCollection = func(name string) *model.Collection {
 			lookups++
 			if name == "orders" {
 				return coll
@@ -56,7 +55,7 @@ func TestJobRendering(t *testing.T) {
 	if !strings.Contains(string(r.body), `"initial_interval":"250ms"`) || lookups != 1 {
 		t.Fatalf("%d lookups: %s", lookups, r.body)
 	}
-	f.listJobs = []*raftfsm.Job{j, j, j}
+	f.listJobs = []*model.Job{j, j, j}
 	do(s.Handler(), "GET", "/v1/collections/orders/jobs", "")
 	if lookups != 2 {
 		t.Fatalf("%d lookups for a page", lookups)
@@ -142,7 +141,7 @@ func TestHealthAndReady(t *testing.T) {
 	if code, msg := r.errorBody(t); code != CodeUnavailable || msg != "slot 4 has no leader" {
 		t.Fatalf("%s %q", code, msg)
 	}
-	f.readyErr = Unavailable(5*time.Second, "joining the cluster")
+	f.readyErr = model.Unavailable(5*time.Second, "joining the cluster")
 	r = do(h, "GET", "/readyz", "")
 	if _, msg := r.errorBody(t); r.status != 503 || r.header["Retry-After"] != "5" || msg != "joining the cluster" {
 		t.Fatalf("%d %v %q", r.status, r.header, msg)
@@ -160,13 +159,13 @@ func TestErrorMapping(t *testing.T) {
 		code       string
 		retryAfter string
 	}{
-		{Overloaded(1500*time.Millisecond, "slow down"), 429, CodeOverloaded, "2"},
-		{Unavailable(100*time.Millisecond, "no quorum"), 503, CodeUnavailable, "1"},
-		{&Error{Status: 503, Code: CodeUnavailable, Message: "no leader"}, 503, CodeUnavailable, "1"},
-		{NotFound("nope"), 404, CodeNotFound, ""},
+		{model.Overloaded(1500*time.Millisecond, "slow down"), 429, CodeOverloaded, "2"},
+		{model.Unavailable(100*time.Millisecond, "no quorum"), 503, CodeUnavailable, "1"},
+		{&model.Error{Kind: model.KindUnavailable, Message: "no leader"}, 503, CodeUnavailable, "1"},
+		{model.NotFound("nope"), 404, CodeNotFound, ""},
 		{context.DeadlineExceeded, 503, CodeUnavailable, "1"},
 		{errors.New("boom"), 500, CodeInternal, ""},
-		{&Error{Status: 200, Code: "x", Message: "bad status"}, 500, CodeInternal, ""},
+		{&model.Error{Kind: "x", Message: "an unknown kind"}, 500, CodeInternal, ""},
 	} {
 		f := &fakeBackend{err: tc.err}
 		r := do(newTestServer(f).Handler(), "GET", "/v1/collections/c", "")
@@ -179,8 +178,26 @@ func TestErrorMapping(t *testing.T) {
 	}
 }
 
+// Every kind of the contract has its status, as docs/api.md#errors lists
+// them; this is the one mapping from domain errors to HTTP.
+func TestEveryKindHasItsStatus(t *testing.T) {
+	want := map[model.Kind]int{
+		model.KindInvalidArgument: 400, model.KindUnauthenticated: 401, model.KindPermissionDenied: 403,
+		model.KindNotFound: 404, model.KindConflict: 409, model.KindPreconditionFailed: 412,
+		model.KindTooLarge: 413, model.KindOverloaded: 429, model.KindUnavailable: 503, model.KindInternal: 500,
+	}
+	for _, k := range model.Kinds {
+		if got := StatusOf(k); got != want[k] || got == 0 {
+			t.Errorf("%s: status %d, want %d", k, got, want[k])
+		}
+	}
+	if len(want) != len(model.Kinds) {
+		t.Errorf("the test knows %d kinds, model %d", len(want), len(model.Kinds))
+	}
+}
+
 func TestAdmin(t *testing.T) {
-	f := &fakeBackend{cluster: &ClusterInfo{SlotCount: 12, ReplicationFactor: 3, Slots: []SlotInfo{{Slot: 0, Leader: "n1"}}}}
+	f := &fakeBackend{cluster: &model.ClusterInfo{SlotCount: 12, ReplicationFactor: 3, Slots: []model.SlotInfo{{Slot: 0, Leader: "n1"}}}}
 	h := newTestServer(f).Handler()
 	r := do(h, "GET", "/v1/cluster", "")
 	var ci map[string]any
@@ -193,7 +210,7 @@ func TestAdmin(t *testing.T) {
 	if r.status != 200 || !f.dryRun || !strings.HasPrefix(string(r.body), `{"moves":[]`) {
 		t.Fatalf("%d %v %s", r.status, f.dryRun, r.body)
 	}
-	f.moves = []Move{{Slot: 1, From: "n1", To: "n2"}}
+	f.moves = []model.Move{{Slot: 1, From: "n1", To: "n2"}}
 	r = do(h, "POST", "/v1/admin/rebalance", "")
 	if f.dryRun || !strings.Contains(string(r.body), `{"slot":1,"from":"n1","to":"n2"}`) {
 		t.Fatalf("%s", r.body)
@@ -202,7 +219,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("%d", r.status)
 	}
 
-	f.compactRes = []CompactResult{{Node: "n1", OK: true, Took: 1500 * time.Millisecond, Snapshot: 4}}
+	f.compactRes = []model.CompactResult{{Node: "n1", OK: true, Took: 1500 * time.Millisecond, Snapshot: 4}}
 	r = do(h, "POST", "/v1/admin/compact", "")
 	if r.status != 200 || !strings.Contains(string(r.body), `{"results":[{"node":"n1","ok":true,"took_ms":1500,"slots_snapshotted":4}]}`) {
 		t.Fatalf("%s", r.body)
@@ -272,7 +289,7 @@ func TestMetricsAndObserve(t *testing.T) {
 }
 
 func TestPanicIsInternal(t *testing.T) {
-	f := &fakeBackend{createFn: func(string, []JobInput) ([]JobResult, error) { panic("bug") }}
+	f := &fakeBackend{createFn: func(string, []model.JobInput) ([]model.JobResult, error) { panic("bug") }}
 	r := do(newTestServer(f).Handler(), "POST", jobsURI, `{"delay":"1s","route":"r"}`)
 	if code, _ := r.errorBody(t); r.status != 500 || code != CodeInternal {
 		t.Fatalf("%d %s", r.status, code)
