@@ -14,8 +14,8 @@ import (
 	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
-	"github.com/timemachine-db/timemachine/slot"
 )
 
 var _ httpapi.Backend = (*Node)(nil)
@@ -32,13 +32,13 @@ func apiErr(err error) error {
 		return ae
 	case errors.Is(err, errMetaUnavailable):
 		return model.Unavailable(retrySoon, "%v; retry shortly", err)
-	case errors.Is(err, slot.ErrNotLeader):
+	case errors.Is(err, raftgroup.ErrNotLeader):
 		return model.Unavailable(retrySoon, "the slot has no leader right now (an election is in progress); retry shortly")
-	case errors.Is(err, slot.ErrUnknownOutcome):
+	case errors.Is(err, raftgroup.ErrUnknownOutcome):
 		return model.Unavailable(retrySoon, "the slot's leader changed while the write was in flight, so it may or may not have been applied; retrying the same request is safe")
-	case errors.Is(err, slot.ErrClosed):
+	case errors.Is(err, raftgroup.ErrClosed):
 		return model.Unavailable(retrySoon, "this node is shutting down; send the request to another node")
-	case errors.Is(err, slot.ErrOverloaded):
+	case errors.Is(err, raftgroup.ErrOverloaded):
 		return model.Overloaded(retrySoon, "the slot's write queue is full; slow down and retry")
 	case errors.Is(err, raftfsm.ErrStopped):
 		return model.Unavailable(5*time.Second, "the slot stopped after a storage failure on this node; see its log")
@@ -120,7 +120,7 @@ func (n *Node) catchUpMeta(ctx context.Context) (*raftfsm.MetaState, error) {
 	if err != nil || len(body) != 8 {
 		return nil, errMetaBehind
 	}
-	n.waitMeta(ctx, binary.BigEndian.Uint64(body))
+	n.meta.WaitApplied(ctx, binary.BigEndian.Uint64(body))
 	if ctx.Err() != nil {
 		return nil, errMetaBehind
 	}
@@ -514,7 +514,7 @@ func (n *Node) Cluster(ctx context.Context) (*model.ClusterInfo, error) {
 			default:
 				for _, id := range si.Replicas {
 					fs, ok := view.replica(id, s)
-					if !ok || (id != si.Leader && !slot.CaughtUp(ls.GroupStatus, fs.GroupStatus)) {
+					if !ok || (id != si.Leader && !raftgroup.CaughtUp(ls.Status, fs.Status)) {
 						si.State = "degraded" // a replica is down or behind
 					}
 				}

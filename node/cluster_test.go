@@ -15,8 +15,8 @@ import (
 	"github.com/timemachine-db/timemachine/internal/faultnet"
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
-	"github.com/timemachine-db/timemachine/slot"
 )
 
 // testCluster is n nodes in this process, over loopback, every link going
@@ -66,7 +66,7 @@ func startCluster(t *testing.T, size int, tweak func(i int, c *Config)) *testClu
 			NodeID: id, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", BindAddr: bind, SerfAddr: serfs[i],
 			BootstrapExpect: size, Slots: 12, FastGossip: true, CacheBytes: 8 << 20,
 			Logger: testLogger(t),
-			Timing: slot.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+			Timing: raftgroup.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
 				LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond},
 			FailureGrace: time.Hour,
 			MuxDialer:    tc.net.MuxDialer(id),

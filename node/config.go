@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/dht"
-	"github.com/timemachine-db/timemachine/slot"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -40,7 +40,7 @@ type Config struct {
 	// CacheBytes is Pebble's block cache (default 128 MiB).
 	CacheBytes int64
 	// Timing overrides the raft timeouts (tests).
-	Timing slot.Timing
+	Timing raftgroup.Timing
 	// Clock replaces time.Now (tests).
 	Clock func() time.Time
 	// MaintenanceInterval paces retention cleanup (default 30s).

@@ -10,7 +10,7 @@ import (
 	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
-	"github.com/timemachine-db/timemachine/slot"
+	"github.com/timemachine-db/timemachine/raftgroup"
 )
 
 // metaVoters is the size of the meta group's voter set; every other node
@@ -270,7 +270,7 @@ func (n *Node) stepMetaMembership(st *raftfsm.MetaState) {
 	if !ok1 || !ok2 {
 		return
 	}
-	if _, err := n.meta.ReconcileMembership(slot.Membership{Voters: vm, Nonvoters: nm}, func(id string) bool {
+	if _, err := n.meta.Reconcile(raftgroup.Membership{Voters: vm, Nonvoters: nm}, func(id string) bool {
 		return n.caughtUp(-1, id, status)
 	}); err != nil {
 		n.log.Warn("meta membership step failed; will retry", "error", err)
@@ -312,7 +312,7 @@ func (n *Node) balanceLeaders(ctx context.Context, st *raftfsm.MetaState) {
 			continue // membership still moving: leave leadership alone
 		}
 		fs, ok := view.replica(want, s)
-		if !ok || !slot.CaughtUp(ls.GroupStatus, fs.GroupStatus) {
+		if !ok || !raftgroup.CaughtUp(ls.Status, fs.Status) {
 			continue
 		}
 		body, _ := json.Marshal(transferReq{Slot: s, To: want, Addr: n.addrOf(want)})

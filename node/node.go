@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+	"github.com/timemachine-db/timemachine/meta"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
@@ -36,7 +37,7 @@ type Node struct {
 	mux    *mux.Mux
 	rpcSrv *peer.Server
 	rpc    *peer.Client
-	meta   *slot.MetaReplica
+	meta   *meta.Replica
 	serf   *serf.Serf
 
 	serfEvents chan serf.Event
@@ -120,7 +121,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	metaStream.Dialer = cfg.MuxDialer
-	if n.meta, err = slot.OpenMeta(slot.MetaConfig{
+	if n.meta, err = meta.Open(meta.Config{
 		NodeID: n.id.NodeID, Dir: filepath.Join(cfg.DataDir, "raft", "meta"), Stream: metaStream,
 		Logger: n.log, RaftLogLevel: cfg.RaftLogLevel, Timing: cfg.Timing,
 		OnLeader: n.runController,

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
-	"github.com/timemachine-db/timemachine/slot"
 )
 
 func testConfig(dir string) Config {
@@ -22,7 +22,7 @@ func testConfig(dir string) Config {
 		FastGossip: true,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Slots:      4,
-		Timing: slot.Timing{HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
+		Timing: raftgroup.Timing{HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 			LeaderLeaseTimeout: 100 * time.Millisecond},
 		CacheBytes: 8 << 20,
 	}

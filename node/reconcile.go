@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/slot"
 )
 
@@ -95,8 +96,8 @@ func (n *Node) openExisting() {
 	}
 }
 
-func (n *Node) membersOf(ids []string, st *raftfsm.MetaState) ([]slot.Member, bool) {
-	out := make([]slot.Member, 0, len(ids))
+func (n *Node) membersOf(ids []string, st *raftfsm.MetaState) ([]raftgroup.Member, bool) {
+	out := make([]raftgroup.Member, 0, len(ids))
 	for _, id := range ids {
 		addr := ""
 		if nd, ok := st.Nodes[id]; ok {
@@ -108,7 +109,7 @@ func (n *Node) membersOf(ids []string, st *raftfsm.MetaState) ([]slot.Member, bo
 		if addr == "" {
 			return nil, false
 		}
-		out = append(out, slot.Member{ID: id, Addr: addr})
+		out = append(out, raftgroup.Member{ID: id, Addr: addr})
 	}
 	return out, true
 }
@@ -190,7 +191,7 @@ func (n *Node) maybeRetire(s int, r *slot.Replica) {
 	if err != nil {
 		return
 	}
-	var ls slot.GroupStatus
+	var ls raftgroup.Status
 	if json.Unmarshal(body, &ls) != nil || ls.State != raft.Leader.String() {
 		return
 	}
@@ -209,7 +210,7 @@ func (n *Node) stepMembership(s int, r *slot.Replica, e model.SlotEntry, st *raf
 		return
 	}
 	leader := r.Status()
-	step, err := r.ReconcileMembership(slot.Membership{Voters: voters}, func(id string) bool {
+	step, err := r.Reconcile(raftgroup.Membership{Voters: voters}, func(id string) bool {
 		return n.caughtUp(s, id, leader)
 	})
 	if err != nil {
@@ -218,7 +219,7 @@ func (n *Node) stepMembership(s int, r *slot.Replica, e model.SlotEntry, st *raf
 }
 
 // caughtUp asks a replica how far it is and compares with the leader.
-func (n *Node) caughtUp(s int, id string, leader slot.GroupStatus) bool {
+func (n *Node) caughtUp(s int, id string, leader raftgroup.Status) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var body []byte
@@ -231,9 +232,9 @@ func (n *Node) caughtUp(s int, id string, leader slot.GroupStatus) bool {
 	if err != nil {
 		return false
 	}
-	var fs slot.GroupStatus
+	var fs raftgroup.Status
 	if json.Unmarshal(body, &fs) != nil {
 		return false
 	}
-	return slot.CaughtUp(leader, fs)
+	return raftgroup.CaughtUp(leader, fs)
 }

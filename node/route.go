@@ -10,6 +10,7 @@ import (
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/peer"
 	"github.com/timemachine-db/timemachine/slot"
 )
@@ -60,7 +61,7 @@ func (n *Node) replica(s int) *slot.Replica {
 func (n *Node) localLeader(s int) (*slot.Replica, error) {
 	r := n.replica(s)
 	if r == nil || !r.IsLeader() {
-		return nil, slot.ErrNotLeader
+		return nil, raftgroup.ErrNotLeader
 	}
 	return r, nil
 }
@@ -103,7 +104,7 @@ func (n *Node) forward(ctx context.Context, s int, m peer.Method, body []byte, w
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	var lastErr error = slot.ErrNotLeader
+	var lastErr error = raftgroup.ErrNotLeader
 	pauseNext, follows := false, 0
 	for attempt := 0; ; attempt++ {
 		if pauseNext {
@@ -134,7 +135,7 @@ func (n *Node) forward(ctx context.Context, s int, m peer.Method, body []byte, w
 		switch {
 		case errors.As(err, &re) && (re.Code == codeNotLeader || re.Code == codeNoReplica):
 			n.setHint(s, re.Message)
-			lastErr = slot.ErrNotLeader
+			lastErr = raftgroup.ErrNotLeader
 			if re.Message != "" && re.Message != target && follows < 3 {
 				pauseNext = false // follow the hint at once
 				follows++
@@ -142,12 +143,12 @@ func (n *Node) forward(ctx context.Context, s int, m peer.Method, body []byte, w
 		case errors.Is(err, peer.ErrUnreachable):
 			n.setHint(s, "")
 			if write && !notSent(err) {
-				return nil, slot.ErrUnknownOutcome
+				return nil, raftgroup.ErrUnknownOutcome
 			}
-			lastErr = slot.ErrNotLeader
+			lastErr = raftgroup.ErrNotLeader
 		case ctx.Err() != nil:
 			if write {
-				return nil, slot.ErrUnknownOutcome
+				return nil, raftgroup.ErrUnknownOutcome
 			}
 			return nil, lastErr
 		default:
@@ -160,7 +161,7 @@ func (n *Node) forward(ctx context.Context, s int, m peer.Method, body []byte, w
 func (n *Node) proposeSlot(ctx context.Context, s int, cmds ...raftfsm.Command) ([]model.Result, error) {
 	if r := n.replica(s); r != nil && r.IsLeader() {
 		res, err := r.Propose(ctx, cmds...)
-		if !errors.Is(err, slot.ErrNotLeader) {
+		if !errors.Is(err, raftgroup.ErrNotLeader) {
 			return res, err
 		}
 	}
@@ -181,7 +182,7 @@ func (n *Node) proposeSlot(ctx context.Context, s int, cmds ...raftfsm.Command) 
 func (n *Node) proposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]model.Result, error) {
 	if n.meta.IsLeader() {
 		res, err := n.meta.Propose(ctx, cmds...)
-		if !errors.Is(err, slot.ErrNotLeader) {
+		if !errors.Is(err, raftgroup.ErrNotLeader) {
 			return res, err
 		}
 	}
@@ -215,7 +216,7 @@ func (n *Node) proposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]mode
 				continue
 			}
 			if errors.Is(err, peer.ErrUnreachable) || ctx.Err() != nil {
-				return nil, slot.ErrUnknownOutcome
+				return nil, raftgroup.ErrUnknownOutcome
 			}
 			return nil, localErr(err)
 		}
@@ -227,22 +228,8 @@ func (n *Node) proposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]mode
 		if err != nil {
 			return nil, err
 		}
-		n.waitMeta(ctx, index)
+		n.meta.WaitApplied(ctx, index)
 		return res, nil
-	}
-}
-
-// waitMeta waits (briefly) until the local meta state has applied the
-// command at index. It watches the state machine's own index, not raft's
-// applied index: raft advances that when it hands entries to the state
-// machine, a moment before they are applied.
-func (n *Node) waitMeta(ctx context.Context, index uint64) {
-	for n.meta.State().Index < index {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(5 * time.Millisecond):
-		}
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/peer"
-	"github.com/timemachine-db/timemachine/slot"
 )
 
 // Node-to-node calls (over the internal port, rpc/peer).
@@ -19,10 +19,10 @@ const (
 	mProposeMeta peer.Method = 2  // encoded commands → index u64 | encoded results
 	mGetJob      peer.Method = 3  // slot u16 | collection | id → results with one job (or not_found)
 	mListJobs    peer.Method = 4  // slot u16 | JSON ListQuery → JSON listReply
-	mSlotStatus  peer.Method = 5  // slot u16 → JSON slot.GroupStatus
+	mSlotStatus  peer.Method = 5  // slot u16 → JSON raftgroup.Status
 	mNodeStatus  peer.Method = 6  // → JSON nodeStatus
 	mTransfer    peer.Method = 7  // JSON transferReq → {}
-	mMetaStatus  peer.Method = 8  // → JSON slot.GroupStatus of the meta replica
+	mMetaStatus  peer.Method = 8  // → JSON raftgroup.Status of the meta replica
 	mCompact     peer.Method = 9  // → JSON model.CompactResult
 	mHasState    peer.Method = 10 // → JSON hasStateReply
 	mMetaIndex   peer.Method = 11 // → u64: the meta state's applied index on this node
@@ -59,12 +59,12 @@ type listReply struct {
 type nodeStatus struct {
 	ID       string                   `json:"id"`
 	HTTPAddr string                   `json:"http_addr"`
-	Meta     slot.GroupStatus         `json:"meta"`
+	Meta     raftgroup.Status         `json:"meta"`
 	Slots    map[int]slotReplicaState `json:"slots"`
 }
 
 type slotReplicaState struct {
-	slot.GroupStatus
+	raftgroup.Status
 	Pending int64 `json:"pending"`
 }
 
@@ -84,13 +84,13 @@ func splitSlot(b []byte) (int, []byte, error) {
 // remoteErr turns a local error into what travels back to the caller.
 func remoteErr(err error, leaderHint string) error {
 	switch {
-	case errors.Is(err, slot.ErrNotLeader):
+	case errors.Is(err, raftgroup.ErrNotLeader):
 		return &peer.RemoteError{Code: codeNotLeader, Message: leaderHint}
-	case errors.Is(err, slot.ErrUnknownOutcome):
+	case errors.Is(err, raftgroup.ErrUnknownOutcome):
 		return &peer.RemoteError{Code: codeUnknownOutcome, Message: err.Error()}
-	case errors.Is(err, slot.ErrClosed):
+	case errors.Is(err, raftgroup.ErrClosed):
 		return &peer.RemoteError{Code: codeClosed, Message: err.Error()}
-	case errors.Is(err, slot.ErrOverloaded):
+	case errors.Is(err, raftgroup.ErrOverloaded):
 		return &peer.RemoteError{Code: codeOverloaded, Message: err.Error()}
 	case errors.Is(err, raftfsm.ErrStopped):
 		return &peer.RemoteError{Code: codeStopped, Message: err.Error()}
@@ -110,13 +110,13 @@ func localErr(err error) error {
 	}
 	switch re.Code {
 	case codeNotLeader, codeNoReplica:
-		return slot.ErrNotLeader
+		return raftgroup.ErrNotLeader
 	case codeUnknownOutcome:
-		return slot.ErrUnknownOutcome
+		return raftgroup.ErrUnknownOutcome
 	case codeClosed:
-		return slot.ErrClosed
+		return raftgroup.ErrClosed
 	case codeOverloaded:
-		return slot.ErrOverloaded
+		return raftgroup.ErrOverloaded
 	case codeStopped:
 		return raftfsm.ErrStopped
 	}
@@ -259,7 +259,7 @@ func (n *Node) localStatus() nodeStatus {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	for s, r := range n.slots {
-		st.Slots[s] = slotReplicaState{GroupStatus: r.Status(), Pending: r.Stats().Pending}
+		st.Slots[s] = slotReplicaState{Status: r.Status(), Pending: r.Stats().Pending}
 	}
 	return st
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -63,7 +65,7 @@ type Config struct {
 	// RaftLogLevel is hashicorp/raft's log level (default "warn").
 	RaftLogLevel string
 	Clock        func() time.Time
-	Timing       Timing
+	Timing       raftgroup.Timing
 	// FireSlots bounds concurrent callbacks; share one across the node's
 	// slots. Default: a pool of 256 for this replica alone.
 	FireSlots chan struct{}
@@ -119,20 +121,6 @@ func (nopMetrics) Fired(int, time.Duration, int64) {}
 func (nopMetrics) Decided(int, Verdict)            {}
 func (nopMetrics) Applied(int, time.Duration)      {}
 
-// Errors a caller can act on.
-var (
-	// ErrNotLeader: this replica does not lead the slot; LeaderHint says who does.
-	ErrNotLeader = errors.New("not the slot leader")
-	// ErrUnknownOutcome: leadership changed while the write was in flight;
-	// it may or may not have committed. Retrying a create with the same id
-	// is safe.
-	ErrUnknownOutcome = errors.New("leadership changed while the write was in flight; its outcome is unknown")
-	// ErrClosed: the replica is shutting down.
-	ErrClosed = errors.New("slot replica is shut down")
-	// ErrOverloaded: the raft queue did not take the write in time.
-	ErrOverloaded = errors.New("slot is overloaded")
-)
-
 // Replica is one replica of one slot: its raft group, state machine,
 // leadership watch and, while it leads, the scheduler.
 type Replica struct {
@@ -141,11 +129,12 @@ type Replica struct {
 	log       *slog.Logger
 	db        *storage.DB
 	fsm       *raftfsm.SlotFSM
-	g         *group
+	g         *raftgroup.Group
+	snaps     *snapshotStore
 	fireSlots chan struct{}
 
-	writes   *proposer // client writes: create, upsert, delete, purge
-	outcomes *proposer // the scheduler's acks, retries and reschedules
+	writes   *raftgroup.Proposer // client writes: create, upsert, delete, purge
+	outcomes *raftgroup.Proposer // the scheduler's acks, retries and reschedules
 
 	active         atomic.Pointer[scheduler]
 	proposedOffset atomic.Int64
@@ -169,25 +158,26 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	r.fsm = fsm
 	fsm.SetObserver(r)
-	g, err := openGroup(groupConfig{
-		name:             fmt.Sprintf("slot-%d", cfg.Slot),
-		nodeID:           cfg.NodeID,
-		dir:              cfg.Dir,
-		stream:           cfg.Stream,
-		fsm:              fsm,
-		log:              r.log,
-		raftLogLevel:     cfg.RaftLogLevel,
-		timing:           cfg.Timing,
-		noRestoreOnStart: true,
-		trailingLogs:     64,
-		snapThreshold:    4096,
-		snapInterval:     30 * time.Second,
-		onLeader:         r.lead,
-		beforeStart:      r.recover,
-		logDB:            cfg.LogDB,
-		beforeTransfer:   r.pauseScheduler,
-		wrapSnapshots: func(fs *raft.FileSnapshotStore) raft.SnapshotStore {
-			return &snapshotStore{FileSnapshotStore: fs, fsm: fsm, dir: cfg.Dir}
+	g, err := raftgroup.Open(raftgroup.Config{
+		Name:              fmt.Sprintf("slot-%d", cfg.Slot),
+		NodeID:            cfg.NodeID,
+		Dir:               cfg.Dir,
+		Stream:            cfg.Stream,
+		FSM:               fsm,
+		Logger:            r.log,
+		RaftLogLevel:      cfg.RaftLogLevel,
+		Timing:            cfg.Timing,
+		NoRestoreOnStart:  true,
+		TrailingLogs:      64,
+		SnapshotThreshold: 4096,
+		SnapshotInterval:  30 * time.Second,
+		OnLeader:          r.lead,
+		BeforeStart:       r.recover,
+		LogDB:             cfg.LogDB,
+		BeforeTransfer:    r.pauseScheduler,
+		WrapSnapshots: func(fs *raft.FileSnapshotStore) raft.SnapshotStore {
+			r.snaps = &snapshotStore{FileSnapshotStore: fs, fsm: fsm, dir: cfg.Dir}
+			return r.snaps
 		},
 	})
 	if err != nil {
@@ -197,11 +187,12 @@ func Open(cfg Config) (*Replica, error) {
 	// One worker per slot: writes that arrive while an entry commits form
 	// the next entry. More workers only made entries smaller (measured:
 	// 12.8k single creates/s with one, 10.0k with four).
-	r.writes = newProposer(r.applyEntry, 1, 2<<20, 4096, 0, nil)
+	r.writes = raftgroup.NewProposer(r.applyEntry, raftgroup.ProposerOptions{Workers: 1, MaxBytes: 2 << 20, MaxCmds: 4096})
 	// Outcomes are not waited on by anyone, so they may linger a little to
 	// share entries: at 20k fires/s that is the difference between a
 	// commit per fire and a commit per hundred.
-	r.outcomes = newProposer(r.applyEntry, 1, 2<<20, 8192, outcomeLinger, r.offsetCmd)
+	r.outcomes = raftgroup.NewProposer(r.applyEntry, raftgroup.ProposerOptions{Workers: 1, MaxBytes: 2 << 20, MaxCmds: 8192,
+		Linger: outcomeLinger, Extra: r.offsetCmd})
 	r.maintWG.Add(1)
 	go r.snapshotLoop()
 	return r, nil
@@ -236,7 +227,7 @@ func (r *Replica) recover(stores *storage.RaftStores) error {
 
 // Bootstrap forms a new group with the given voters; a no-op when the
 // replica already has raft state.
-func (r *Replica) Bootstrap(servers []raft.Server) error { return r.g.bootstrap(servers) }
+func (r *Replica) Bootstrap(servers []raft.Server) error { return r.g.Bootstrap(servers) }
 
 func (r *Replica) fatal(err error) {
 	if r.cfg.OnFatal != nil {
@@ -301,25 +292,11 @@ func (r *Replica) lead(ctx context.Context) {
 
 func (r *Replica) applyEntry(data []byte) ([]model.Result, error) {
 	start := time.Now()
-	res, err := r.g.apply(data)
+	res, err := r.g.Apply(data)
 	if err == nil {
 		r.cfg.Metrics.Applied(r.slot, time.Since(start))
 	}
 	return res, err
-}
-
-func mapRaftErr(err error) error {
-	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return ErrNotLeader
-	case errors.Is(err, raft.ErrLeadershipLost):
-		return ErrUnknownOutcome
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return ErrClosed
-	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return ErrOverloaded
-	}
-	return err
 }
 
 // retryLater is what fire returns for a job it cannot deliver now but must
@@ -349,8 +326,8 @@ func (r *Replica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]model
 // ProposeEncoded is Propose for commands already encoded (a write another
 // node forwarded to this leader).
 func (r *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Result, error) {
-	if !r.g.isLeader() {
-		return nil, ErrNotLeader
+	if !r.g.IsLeader() {
+		return nil, raftgroup.ErrNotLeader
 	}
 	total := len(enc)
 	out := make([]model.Result, 0, total)
@@ -360,12 +337,9 @@ func (r *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Res
 			size += len(enc[n])
 			n++
 		}
-		res, err := r.writes.propose(ctx, enc[:n])
+		res, err := r.writes.Propose(ctx, enc[:n])
 		if err != nil {
-			if errors.Is(err, errProposerClosed) {
-				err = ErrClosed
-			}
-			if len(out) > 0 && !errors.Is(err, ErrNotLeader) {
+			if len(out) > 0 && !errors.Is(err, raftgroup.ErrNotLeader) {
 				err = fmt.Errorf("%w (after %d of %d commands committed)", err, len(out), total)
 			}
 			return nil, err
@@ -487,7 +461,7 @@ func (r *Replica) maintain(ctx context.Context) {
 			r.log.Warn("retention cleanup failed; will retry", "error", err)
 		}
 		if cmd := r.offsetCmd(); cmd != nil {
-			if _, err := r.outcomes.propose(ctx, cmd); err != nil && ctx.Err() == nil {
+			if _, err := r.outcomes.Propose(ctx, cmd); err != nil && ctx.Err() == nil {
 				r.log.Warn("offset advance failed; will retry", "error", err)
 				r.lastOffset.Store(0)
 			}
@@ -568,12 +542,7 @@ func (r *Replica) snapshotLoop() {
 }
 
 // Snapshot takes a raft snapshot now and truncates the log behind it.
-func (r *Replica) Snapshot() error {
-	if err := r.g.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-		return fmt.Errorf("slot %d: snapshot: %w", r.slot, err)
-	}
-	return nil
-}
+func (r *Replica) Snapshot() error { return r.g.Snapshot() }
 
 // Get reads a job from this replica's state. On the leader that includes
 // every acknowledged write.
@@ -587,13 +556,10 @@ func (r *Replica) List(q model.ListQuery) (model.ListPage, error) {
 }
 
 // IsLeader reports whether this replica leads its slot.
-func (r *Replica) IsLeader() bool { return r.g.isLeader() }
+func (r *Replica) IsLeader() bool { return r.g.IsLeader() }
 
 // Leader returns the current leader's server id and address, if known.
-func (r *Replica) Leader() (id, addr string) {
-	a, i := r.g.raft.LeaderWithID()
-	return string(i), string(a)
-}
+func (r *Replica) Leader() (id, addr string) { return r.g.Leader() }
 
 // Stats describes the replica.
 type Stats struct {
@@ -615,18 +581,18 @@ func (r *Replica) Stats() Stats {
 	id, _ := r.Leader()
 	st := Stats{
 		Slot:      r.slot,
-		State:     r.g.raft.State().String(),
+		State:     r.g.State().String(),
 		Leader:    id,
 		Applied:   r.fsm.Applied(),
-		LastIndex: r.g.raft.LastIndex(),
+		LastIndex: r.g.LastIndex(),
 		Pending:   r.fsm.Pending(),
 		Offset:    r.fsm.Offset(),
 	}
-	if !r.g.isLeader() {
-		st.LastContact = time.Since(r.g.raft.LastContact())
+	if !r.g.IsLeader() {
+		st.LastContact = time.Since(r.g.LastContact())
 	}
-	if cf := r.g.raft.GetConfiguration(); cf.Error() == nil {
-		for _, s := range cf.Configuration().Servers {
+	if servers, err := r.g.Servers(); err == nil {
+		for _, s := range servers {
 			if s.Suffrage == raft.Voter {
 				st.Voters = append(st.Voters, string(s.ID))
 			} else {
@@ -638,10 +604,10 @@ func (r *Replica) Stats() Stats {
 }
 
 // RaftBytes is the size of this replica's raft log and snapshots on disk.
-func (r *Replica) RaftBytes() int64 { return r.g.stores.Size() }
+func (r *Replica) RaftBytes() int64 { return r.g.Size() }
 
 // TransferLeadership hands leadership to another voter, if any.
-func (r *Replica) TransferLeadership(timeout time.Duration) { r.g.leaveLeadership(timeout) }
+func (r *Replica) TransferLeadership(timeout time.Duration) { r.g.LeaveLeadership(timeout) }
 
 // Close stops the replica: the scheduler first (in-flight callbacks finish
 // and their outcomes commit, up to drainTimeout), then proposers, raft and
@@ -656,9 +622,48 @@ func (r *Replica) Close() error {
 		}
 		close(r.stopMaint)
 		r.maintWG.Wait()
-		err = r.g.close()
-		r.writes.close()
-		r.outcomes.close()
+		err = r.g.Close()
+		r.writes.Close()
+		r.outcomes.Close()
 	})
 	return err
+}
+
+// Reconcile takes at most one membership step toward the desired members
+// (leader only). caughtUp reports whether a new replica has the log.
+func (r *Replica) Reconcile(want raftgroup.Membership, caughtUp func(id string) bool) (raftgroup.Step, error) {
+	return r.g.Reconcile(want, caughtUp)
+}
+
+// TransferTo hands the slot's leadership to a given voter.
+func (r *Replica) TransferTo(id, addr string) error { return r.g.TransferTo(id, addr) }
+
+// Status reports the replica's raft state, with the state machine's own
+// applied index.
+func (r *Replica) Status() raftgroup.Status {
+	st := r.g.Status()
+	st.Applied = r.fsm.Applied()
+	return st
+}
+
+// Removed reports whether raft shut this replica down after the group
+// removed it (ShutdownOnRemove).
+func (r *Replica) Removed() bool { return r.g.Removed() }
+
+// Destroy deletes the replica's data after Close: its key span in Pebble,
+// its raft log bucket and its snapshots. Used when the slot moved away.
+func (r *Replica) Destroy() error {
+	var errs []error
+	if err := r.db.DeleteSlot(r.slot); err != nil {
+		errs = append(errs, err)
+	}
+	if r.cfg.LogDB != nil {
+		if err := r.cfg.LogDB.DropGroup(r.g.Name()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(r.cfg.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove %s: %w", r.cfg.Dir, err))
+	}
+	return errors.Join(errs...)
 }

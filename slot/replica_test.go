@@ -14,6 +14,7 @@ import (
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/mux"
 	"github.com/timemachine-db/timemachine/storage"
 )
@@ -81,7 +82,7 @@ func openTestSlot(t *testing.T, dir string, d Deliverer) *testSlot {
 	r, err := Open(Config{
 		Slot: 0, NodeID: "n1", Dir: filepath.Join(dir, "raft"), LogDB: logDB, DB: db, Stream: sl,
 		Meta: meta.State, Deliverer: d, Logger: log,
-		Timing: Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond},
+		Timing: raftgroup.Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

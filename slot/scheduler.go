@@ -12,6 +12,7 @@ import (
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -398,9 +399,9 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job) {
 func (s *scheduler) commit(ctx context.Context, key string, cmd []byte) {
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := s.r.outcomes.propose(cctx, [][]byte{cmd})
+		_, err := s.r.outcomes.Propose(cctx, [][]byte{cmd})
 		cancel()
-		if err == nil || ctx.Err() != nil || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) || errors.Is(err, errProposerClosed) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrClosed) {
 			s.done(key)
 			return
 		}

@@ -23,14 +23,14 @@ func TestSnapshotStoreStreamsFullState(t *testing.T) {
 	if err := ts.r.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	metas, err := ts.r.g.stores.Snapshots.List()
+	metas, err := ts.r.snaps.List()
 	if err != nil || len(metas) == 0 {
 		t.Fatalf("no snapshot: %v", err)
 	}
 	if metas[0].Size > 64 {
 		t.Fatalf("local snapshot is %d bytes; want a small pointer", metas[0].Size)
 	}
-	store := &snapshotStore{FileSnapshotStore: ts.r.g.stores.Snapshots, fsm: ts.r.fsm, dir: ts.r.cfg.Dir}
+	store := ts.r.snaps
 	meta, rc, err := store.Open(metas[0].ID)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,168 @@
+package meta
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
+)
+
+// Config configures the node's replica of the meta group.
+type Config struct {
+	NodeID       string
+	Dir          string
+	Stream       raft.StreamLayer
+	Logger       *slog.Logger
+	RaftLogLevel string
+	Timing       raftgroup.Timing
+	// OnLeader runs while this replica leads the meta group (the cluster
+	// controller); it must return when ctx ends. May be nil.
+	OnLeader func(ctx context.Context)
+	// OnChange is called after every applied change (from raft's FSM
+	// goroutine; it must not block). May be nil.
+	OnChange func(*raftfsm.MetaState)
+}
+
+// Replica is this node's replica of the meta group: collections, routes
+// and, in a cluster, the node and slot tables.
+type Replica struct {
+	g      *raftgroup.Group
+	fsm    *raftfsm.MetaFSM
+	writes *raftgroup.Proposer
+}
+
+// Open opens the meta replica and starts its raft group.
+func Open(cfg Config) (*Replica, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	fsm := raftfsm.NewMetaFSM()
+	fsm.OnChange = cfg.OnChange
+	g, err := raftgroup.Open(raftgroup.Config{
+		Name:              "meta",
+		NodeID:            cfg.NodeID,
+		Dir:               cfg.Dir,
+		Stream:            cfg.Stream,
+		FSM:               fsm,
+		Logger:            cfg.Logger,
+		RaftLogLevel:      cfg.RaftLogLevel,
+		Timing:            cfg.Timing,
+		TrailingLogs:      1024,
+		SnapshotThreshold: 1024,
+		OnLeader:          cfg.OnLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := &Replica{g: g, fsm: fsm}
+	m.writes = raftgroup.NewProposer(g.Apply, raftgroup.ProposerOptions{MaxBytes: 1 << 20, MaxCmds: 1024})
+	return m, nil
+}
+
+// Bootstrap forms a new meta group; a no-op when state exists.
+func (m *Replica) Bootstrap(servers []raft.Server) error { return m.g.Bootstrap(servers) }
+
+// Propose commits meta commands on the meta leader.
+func (m *Replica) Propose(ctx context.Context, cmds ...raftfsm.Command) ([]model.Result, error) {
+	enc := make([][]byte, len(cmds))
+	for i, c := range cmds {
+		enc[i] = raftfsm.EncodeOne(c)
+	}
+	return m.ProposeEncoded(ctx, enc)
+}
+
+// ProposeEncoded is Propose for commands already encoded (forwarded).
+func (m *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Result, error) {
+	if !m.g.IsLeader() {
+		return nil, raftgroup.ErrNotLeader
+	}
+	return m.writes.Propose(ctx, enc)
+}
+
+// Applied is the meta replica's applied raft index (commands, and also
+// the no-op and configuration entries that never reach the state machine,
+// so it is comparable with another replica's commit index).
+func (m *Replica) Applied() uint64 { return m.g.AppliedIndex() }
+
+// HasState reports whether this replica has any raft state (it was
+// bootstrapped or has been added to the group before).
+func (m *Replica) HasState() (bool, error) { return m.g.HasState() }
+
+// State is the local copy of the meta state.
+func (m *Replica) State() *raftfsm.MetaState { return m.fsm.State() }
+
+// IsLeader reports whether this replica leads the meta group.
+func (m *Replica) IsLeader() bool { return m.g.IsLeader() }
+
+// Leader returns the meta leader's id and address, if known.
+func (m *Replica) Leader() (id, addr string) { return m.g.Leader() }
+
+// WaitCaughtUp blocks until this replica's meta state is current: the
+// group has a leader and every entry this replica knows to be committed is
+// applied. After a restart the meta state is rebuilt from the log only once
+// a leader is elected, so until then collections and routes look missing;
+// slot leaders wait for this before firing anything.
+func (m *Replica) WaitCaughtUp(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if m.CaughtUp() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// CaughtUp reports whether the meta state is current (see WaitCaughtUp).
+func (m *Replica) CaughtUp() bool {
+	if id, _ := m.Leader(); id == "" {
+		return false
+	}
+	commit := m.g.CommitIndex()
+	return commit > 0 && m.g.AppliedIndex() >= commit
+}
+
+// WaitApplied waits (until ctx ends) until the local meta state has
+// applied the command at index. It watches the state machine's own index,
+// not raft's applied index: raft advances that when it hands entries to
+// the state machine, a moment before they are applied.
+func (m *Replica) WaitApplied(ctx context.Context, index uint64) {
+	for m.State().Index < index {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// Reconcile takes at most one step toward the desired members of the meta
+// group (leader only).
+func (m *Replica) Reconcile(want raftgroup.Membership, caughtUp func(id string) bool) (raftgroup.Step, error) {
+	return m.g.Reconcile(want, caughtUp)
+}
+
+// Status reports the meta replica's raft state.
+func (m *Replica) Status() raftgroup.Status { return m.g.Status() }
+
+// TransferTo hands the meta group's leadership to a given voter.
+func (m *Replica) TransferTo(id, addr string) error { return m.g.TransferTo(id, addr) }
+
+// TransferLeadership hands the meta group's leadership to any other voter.
+func (m *Replica) TransferLeadership(timeout time.Duration) { m.g.LeaveLeadership(timeout) }
+
+// Close stops the meta replica.
+func (m *Replica) Close() error {
+	err := m.g.Close()
+	m.writes.Close()
+	return err
+}

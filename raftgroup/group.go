@@ -1,0 +1,409 @@
+package raftgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// Timing holds the raft timeouts. The defaults suit a LAN or loopback: a
+// dead leader is replaced in about two seconds.
+type Timing struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+}
+
+// DefaultTiming is used when a Timing field is zero.
+var DefaultTiming = Timing{
+	HeartbeatTimeout:   1000 * time.Millisecond,
+	ElectionTimeout:    1000 * time.Millisecond,
+	LeaderLeaseTimeout: 1000 * time.Millisecond,
+	CommitTimeout:      20 * time.Millisecond,
+}
+
+func (t Timing) orDefault() Timing {
+	if t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = DefaultTiming.HeartbeatTimeout
+	}
+	if t.ElectionTimeout == 0 {
+		t.ElectionTimeout = DefaultTiming.ElectionTimeout
+	}
+	if t.LeaderLeaseTimeout == 0 {
+		t.LeaderLeaseTimeout = DefaultTiming.LeaderLeaseTimeout
+	}
+	if t.CommitTimeout == 0 {
+		t.CommitTimeout = DefaultTiming.CommitTimeout
+	}
+	return t
+}
+
+// Config configures one raft group replica.
+type Config struct {
+	Name         string // for logs and the shared log's bucket: "slot-3", "meta"
+	NodeID       string // raft ServerID of this replica
+	Dir          string // snapshots (and, without LogDB, the raft-boltdb file)
+	Stream       raft.StreamLayer
+	FSM          raft.FSM
+	Logger       *slog.Logger
+	RaftLogLevel string // hashicorp/raft's log level (default "warn")
+	Timing       Timing
+
+	NoRestoreOnStart  bool
+	TrailingLogs      uint64
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+
+	// OnLeader runs while this replica leads, after a barrier proved that
+	// every earlier entry is applied; it must return when ctx ends.
+	OnLeader func(ctx context.Context)
+	// BeforeStart runs after the stores open and before raft starts; the
+	// slot uses it to redo an interrupted restore.
+	BeforeStart func(*storage.RaftStores) error
+	// LogDB, when set, holds the group's log in the node's shared file
+	// (slots); otherwise the group gets its own raft-boltdb file (meta).
+	LogDB *storage.RaftLogDB
+	// BeforeTransfer, when set, runs before this replica hands leadership
+	// away and returns what to do after (resume=true: leadership stayed).
+	// The slot uses it to finish callbacks in flight first, so a planned
+	// transfer never makes a receiver see a duplicate.
+	BeforeTransfer func() (after func(resume bool))
+	// WrapSnapshots, when set, wraps the file snapshot store.
+	WrapSnapshots func(*raft.FileSnapshotStore) raft.SnapshotStore
+}
+
+// Group is a running raft group replica and its leadership watch.
+type Group struct {
+	cfg    Config
+	raft   *raft.Raft
+	stores *storage.RaftStores
+	trans  *raft.NetworkTransport
+	notify chan bool
+	closed chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// Open opens the group's stores and starts raft and the leadership watch.
+func Open(cfg Config) (*Group, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	t := cfg.Timing.orDefault()
+	hlog := newRaftLogger(cfg.Logger, cfg.Name, cfg.RaftLogLevel)
+	logOut := hlog.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
+	var stores *storage.RaftStores
+	var err error
+	if cfg.LogDB != nil {
+		stores, err = storage.OpenGroupStores(cfg.LogDB, cfg.Name, cfg.Dir, logOut)
+	} else {
+		stores, err = storage.OpenRaftStores(cfg.Dir, logOut)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg.BeforeStart != nil {
+		if err := cfg.BeforeStart(stores); err != nil {
+			_ = stores.Close()
+			return nil, err
+		}
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = t.HeartbeatTimeout
+	rc.ElectionTimeout = t.ElectionTimeout
+	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
+	rc.CommitTimeout = t.CommitTimeout
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.NoSnapshotRestoreOnStart = cfg.NoRestoreOnStart
+	rc.NoLegacyTelemetry = true
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	notify := make(chan bool, 16)
+	rc.NotifyCh = notify
+
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:                cfg.Stream,
+		MaxPool:               3,
+		Timeout:               10 * time.Second,
+		Logger:                hlog,
+		MaxRPCsInFlight:       16,
+		ServerAddressProvider: nil,
+	})
+	// A small cache of recent entries serves replication to followers
+	// without a bolt read. It is kept small because a cached entry pins its
+	// whole apply future (data and results), and an entry can carry a
+	// thousand jobs.
+	logs := stores.Log
+	if cached, err := raft.NewLogCache(32, stores.Log); err == nil {
+		logs = cached
+	}
+	var snaps raft.SnapshotStore = stores.Snapshots
+	if cfg.WrapSnapshots != nil {
+		snaps = cfg.WrapSnapshots(stores.Snapshots)
+	}
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, stores.Stable, snaps, trans)
+	if err != nil {
+		_ = trans.Close()
+		_ = stores.Close()
+		return nil, fmt.Errorf("%s: start raft: %w", cfg.Name, err)
+	}
+	g := &Group{cfg: cfg, raft: r, stores: stores, trans: trans, notify: notify, closed: make(chan struct{})}
+	g.wg.Add(1)
+	go g.watchLeadership()
+	return g, nil
+}
+
+// Name is the group's name ("slot-3", "meta").
+func (g *Group) Name() string { return g.cfg.Name }
+
+// HasState reports whether this replica has any raft state (it was
+// bootstrapped, or added to the group, before).
+func (g *Group) HasState() (bool, error) {
+	return raft.HasExistingState(g.stores.Log, g.stores.Stable, g.stores.Snapshots)
+}
+
+// Bootstrap makes a brand-new group with the given voters. It is a no-op
+// for a group that already has state (a restarted replica).
+func (g *Group) Bootstrap(servers []raft.Server) error {
+	has, err := g.HasState()
+	if err != nil {
+		return fmt.Errorf("%s: inspect raft state: %w", g.cfg.Name, err)
+	}
+	if has {
+		return nil
+	}
+	f := g.raft.BootstrapCluster(raft.Configuration{Servers: servers})
+	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("%s: bootstrap: %w", g.cfg.Name, err)
+	}
+	return nil
+}
+
+// watchLeadership runs OnLeader while this replica leads. It listens on
+// NotifyCh (not LeaderCh, which drops transitions) and, on gaining
+// leadership, issues a barrier first, so the leader-only work starts from a
+// state that includes every entry committed by earlier leaders.
+func (g *Group) watchLeadership() {
+	defer g.wg.Done()
+	var cancel context.CancelFunc
+	var done chan struct{}
+	stop := func() {
+		if cancel != nil {
+			cancel()
+			<-done
+			cancel, done = nil, nil
+		}
+	}
+	defer stop()
+	for {
+		select {
+		case <-g.closed:
+			return
+		case leader := <-g.notify:
+			stop()
+			if !leader || g.cfg.OnLeader == nil {
+				continue
+			}
+			if !g.barrier() {
+				continue
+			}
+			ctx, c := context.WithCancel(context.Background())
+			cancel, done = c, make(chan struct{})
+			go func() {
+				defer close(done)
+				g.cfg.OnLeader(ctx)
+			}()
+		}
+	}
+}
+
+// barrier retries until it succeeds, leadership is lost, or the group
+// closes. A newer notification (leadership lost) aborts it too.
+func (g *Group) barrier() bool {
+	for attempt := 0; ; attempt++ {
+		if g.raft.State() != raft.Leader {
+			return false
+		}
+		err := g.raft.Barrier(10 * time.Second).Error()
+		if err == nil {
+			return true
+		}
+		g.cfg.Logger.Warn("barrier after gaining leadership failed; retrying", "group", g.cfg.Name, "error", err)
+		select {
+		case <-g.closed:
+			return false
+		case leader := <-g.notify:
+			if !leader {
+				return false
+			}
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// Apply commits one entry and returns the FSM's per-command results.
+func (g *Group) Apply(data []byte) ([]model.Result, error) {
+	f := g.raft.Apply(data, 10*time.Second)
+	if err := f.Error(); err != nil {
+		return nil, mapRaftErr(err)
+	}
+	switch v := f.Response().(type) {
+	case []model.Result:
+		return v, nil
+	case error:
+		return nil, v
+	default:
+		return nil, fmt.Errorf("%s: unexpected apply response %T", g.cfg.Name, v)
+	}
+}
+
+// Barrier waits until every entry committed before it is applied locally
+// (leader only).
+func (g *Group) Barrier(timeout time.Duration) error {
+	if err := g.raft.Barrier(timeout).Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	return nil
+}
+
+// pauseForTransfer runs BeforeTransfer, if any.
+func (g *Group) pauseForTransfer() func(resume bool) {
+	if g.cfg.BeforeTransfer == nil {
+		return func(bool) {}
+	}
+	return g.cfg.BeforeTransfer()
+}
+
+// IsLeader reports whether this replica leads the group.
+func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
+
+// Leader returns the current leader's server id and address, if known.
+func (g *Group) Leader() (id, addr string) {
+	a, i := g.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// State is the replica's raft state (follower, candidate, leader, shutdown).
+func (g *Group) State() raft.RaftState { return g.raft.State() }
+
+// Removed reports whether raft shut this replica down after the group
+// removed it (ShutdownOnRemove).
+func (g *Group) Removed() bool { return g.raft.State() == raft.Shutdown }
+
+// LastIndex is the last index in the replica's log.
+func (g *Group) LastIndex() uint64 { return g.raft.LastIndex() }
+
+// CommitIndex is the latest index the replica knows to be committed.
+func (g *Group) CommitIndex() uint64 { return g.raft.CommitIndex() }
+
+// AppliedIndex is the last index raft handed to the FSM (including no-op
+// and configuration entries, which never reach it).
+func (g *Group) AppliedIndex() uint64 { return g.raft.AppliedIndex() }
+
+// LastContact is when a follower last heard from its leader.
+func (g *Group) LastContact() time.Time { return g.raft.LastContact() }
+
+// Servers is the group's current configuration.
+func (g *Group) Servers() ([]raft.Server, error) {
+	f := g.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, mapRaftErr(err)
+	}
+	return f.Configuration().Servers, nil
+}
+
+// Snapshot takes a raft snapshot now and truncates the log behind it.
+func (g *Group) Snapshot() error {
+	if err := g.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("%s: snapshot: %w", g.cfg.Name, err)
+	}
+	return nil
+}
+
+// Size is the size of the group's raft log and snapshots on disk.
+func (g *Group) Size() int64 { return g.stores.Size() }
+
+// Close stops the leadership work, raft and the transport, then closes the
+// stores. Raft's Shutdown waits for the FSM to finish its current batch.
+func (g *Group) Close() error {
+	var err error
+	g.once.Do(func() {
+		close(g.closed)
+		g.wg.Wait()
+		if e := g.raft.Shutdown().Error(); e != nil {
+			err = fmt.Errorf("%s: raft shutdown: %w", g.cfg.Name, e)
+		}
+		_ = g.trans.Close()
+		if e := g.stores.Close(); e != nil && err == nil {
+			err = e
+		}
+	})
+	return err
+}
+
+// LeaveLeadership hands leadership to another voter, if there is one,
+// waiting at most timeout.
+func (g *Group) LeaveLeadership(timeout time.Duration) {
+	if !g.IsLeader() {
+		return
+	}
+	servers, err := g.Servers()
+	if err != nil {
+		return
+	}
+	voters := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return
+	}
+	after := g.pauseForTransfer()
+	defer func() { after(g.IsLeader()) }()
+	f := g.raft.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			g.cfg.Logger.Warn("leadership transfer failed", "group", g.cfg.Name, "error", err)
+		}
+	case <-time.After(timeout):
+	}
+}
+
+// TransferTo hands leadership to a given voter.
+func (g *Group) TransferTo(id, addr string) error {
+	if !g.IsLeader() {
+		return ErrNotLeader
+	}
+	after := g.pauseForTransfer()
+	err := g.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error()
+	after(g.IsLeader())
+	if err != nil {
+		return fmt.Errorf("%s: transfer leadership to %s: %w", g.cfg.Name, id, err)
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package raftgroup
+
+import "github.com/hashicorp/raft"
+
+// Status is what a replica reports about itself (for catch-up checks and
+// the cluster view). It travels between nodes as JSON.
+type Status struct {
+	State       string   `json:"state"`
+	Leader      string   `json:"leader"`
+	Term        uint64   `json:"term"`
+	LastIndex   uint64   `json:"last_index"`
+	CommitIndex uint64   `json:"commit_index"`
+	Applied     uint64   `json:"applied"`
+	Voters      []string `json:"voters"`
+	Nonvoters   []string `json:"nonvoters"`
+	Member      bool     `json:"member"` // this node is in the group's configuration
+	Shutdown    bool     `json:"shutdown"`
+}
+
+// Status reports the replica's raft state. Applied is raft's applied
+// index; a replica whose FSM tracks its own applied index reports that
+// instead.
+func (g *Group) Status() Status {
+	st := Status{
+		State:       g.raft.State().String(),
+		LastIndex:   g.raft.LastIndex(),
+		CommitIndex: g.raft.CommitIndex(),
+		Applied:     g.raft.AppliedIndex(),
+		Shutdown:    g.raft.State() == raft.Shutdown,
+	}
+	st.Leader, _ = g.Leader()
+	if servers, err := g.Servers(); err == nil {
+		for _, s := range servers {
+			if string(s.ID) == g.cfg.NodeID {
+				st.Member = true
+			}
+			if s.Suffrage == raft.Voter {
+				st.Voters = append(st.Voters, string(s.ID))
+			} else {
+				st.Nonvoters = append(st.Nonvoters, string(s.ID))
+			}
+		}
+	}
+	return st
+}
+
+// CaughtUpSlack is how far (in log entries) a follower may trail its
+// leader and still count as caught up.
+const CaughtUpSlack = 64
+
+// CaughtUp judges a follower's reported status against its leader's.
+func CaughtUp(leader, follower Status) bool {
+	return follower.Applied+CaughtUpSlack >= leader.CommitIndex && follower.LastIndex+CaughtUpSlack >= leader.LastIndex
+}
