@@ -152,6 +152,7 @@ type Replica struct {
 func Open(cfg Config) (*Replica, error) {
 	cfg.setDefaults()
 	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{})}
+	removeStaleStreams(cfg.Dir, r.log)
 	fsm, err := raftfsm.OpenSlotFSM(cfg.DB, cfg.Slot, r.log, r.fatal)
 	if err != nil {
 		return nil, err
@@ -276,7 +277,10 @@ func (r *Replica) lead(ctx context.Context) {
 			return // leadership ended first
 		}
 	}
-	s := newScheduler(r)
+	s := newScheduler(r, schedConfig{
+		slot: r.slot, log: r.log, clock: r.cfg.Clock, sem: r.fireSlots,
+		window: r.cfg.Window, maxLoaded: r.cfg.MaxLoaded, workers: fireWorkers,
+	})
 	r.active.Store(s)
 	defer r.active.Store(nil)
 	var wg sync.WaitGroup
@@ -423,6 +427,31 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job) []
 		return raftfsm.EncodeOne(&raftfsm.Reschedule{Coll: j.Collection, ID: j.ID, Version: j.Version, TriggerTime: dec.Trigger, Now: end})
 	}
 }
+
+// The replica's side of schedReplica.
+
+func (r *Replica) offset() int64 { return r.fsm.Offset() }
+
+func (r *Replica) dueIter(lower, upper []byte) (dueIter, error) {
+	it, err := r.db.NewIter(lower, upper)
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+func (r *Replica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
+	return raftfsm.GetJobs(r.db, r.slot, refs)
+}
+
+func (r *Replica) commitOutcome(ctx context.Context, cmd []byte) error {
+	_, err := r.outcomes.Propose(ctx, [][]byte{cmd})
+	return err
+}
+
+func (r *Replica) loadedUpTo(ms int64) { r.proposedOffset.Store(ms) }
+
+var _ schedReplica = (*Replica)(nil)
 
 // offsetCmd rides along with every outcome entry: the scheduler's cursor
 // as the proposed offset (the FSM clamps it to the first live due entry).

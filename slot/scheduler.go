@@ -53,18 +53,66 @@ func (h *itemHeap) Pop() any {
 	return it
 }
 
-// scheduler is the slot-leader's firing loop (DESIGN.md §6). It keeps a
-// short window of the due index in a heap, loads the next window before the
-// current one runs out, hears about jobs scheduled inside the loaded window
-// from the FSM, and dispatches due jobs to a bounded pool of concurrent
-// fires. Only the leader runs one; it lives exactly as long as a leadership
-// term.
+// schedReplica is what the scheduler needs from its slot replica: the
+// committed offset, reads of the due index and of job records, one
+// callback attempt, and the commit of its outcome. The replica implements
+// it over Pebble and raft; the scheduler's tests implement it in memory.
+// Nothing here is called per job except readJobs (once per round), fire
+// and commitOutcome, so the interface costs the fire path nothing it did
+// not already pay.
+type schedReplica interface {
+	// offset is the slot's committed offset (raftfsm.NoOffset when no
+	// due entry is left): every due entry not yet done is at or after it.
+	offset() int64
+	// dueIter iterates the slot's due keys in [lower, upper).
+	dueIter(lower, upper []byte) (dueIter, error)
+	// readJobs reads the records of due entries (nil where a job is gone).
+	readJobs(refs []storage.DueEntry) ([]*model.Job, error)
+	// fire makes one callback attempt and returns the encoded outcome to
+	// commit: nil for nothing to commit, retryLater (empty) for a job that
+	// cannot be delivered now but must not be forgotten.
+	fire(ctx context.Context, e storage.DueEntry, j *model.Job) []byte
+	// commitOutcome commits one outcome through raft.
+	commitOutcome(ctx context.Context, cmd []byte) error
+	// loadedUpTo tells the replica how far (ms) the due index is loaded:
+	// the offset it may propose once what is below it is done.
+	loadedUpTo(ms int64)
+}
+
+// dueIter is the part of *storage.Iter the scheduler uses.
+type dueIter interface {
+	First() bool
+	Next() bool
+	Key() []byte
+	Close() error
+}
+
+// schedConfig is the scheduler's configuration, taken from the replica's.
+type schedConfig struct {
+	slot      int
+	log       *slog.Logger
+	clock     func() time.Time
+	sem       chan struct{} // the node-wide bound on callbacks in flight
+	window    time.Duration // how far ahead of now the due index is kept loaded
+	maxLoaded int           // jobs held in memory at most
+	workers   *workers      // where fires run
+}
+
+// scheduler is the slot-leader's firing loop
+// (docs/architecture.md#fire-path). It keeps a short window of the due
+// index in a heap, loads the next window before the current one runs out,
+// hears about jobs scheduled inside the loaded window from the FSM, and
+// dispatches due jobs to a bounded pool of concurrent fires. Only the
+// leader runs one; it lives exactly as long as a leadership term.
 type scheduler struct {
-	r       *Replica
+	r       schedReplica
+	slot    int
 	log     *slog.Logger
+	clock   func() time.Time
 	sem     chan struct{}
 	window  int64 // ms of due index kept loaded ahead of now
 	maxHeap int
+	workers *workers
 
 	heap          itemHeap
 	known         map[string]*item
@@ -82,13 +130,16 @@ type scheduler struct {
 	stopping atomic.Bool // graceful stop: dispatch nothing new
 }
 
-func newScheduler(r *Replica) *scheduler {
+func newScheduler(r schedReplica, c schedConfig) *scheduler {
 	return &scheduler{
 		r:       r,
-		log:     r.log,
-		sem:     r.fireSlots,
-		window:  r.cfg.Window.Milliseconds(),
-		maxHeap: r.cfg.MaxLoaded,
+		slot:    c.slot,
+		log:     c.log,
+		clock:   c.clock,
+		sem:     c.sem,
+		window:  c.window.Milliseconds(),
+		maxHeap: c.maxLoaded,
+		workers: c.workers,
 		known:   make(map[string]*item),
 		wake:    make(chan struct{}, 1),
 	}
@@ -132,7 +183,7 @@ func (s *scheduler) finish(key string, again bool) {
 	s.signal()
 }
 
-func (s *scheduler) now() int64 { return s.r.cfg.Clock().UnixMilli() }
+func (s *scheduler) now() int64 { return s.clock().UnixMilli() }
 
 // restart positions the cursor at the committed offset: everything the
 // previous leader did not finish is at or after it.
@@ -142,11 +193,11 @@ func (s *scheduler) restart() {
 		it.idx = -1
 	}
 	s.heap = s.heap[:0]
-	from := s.r.fsm.Offset()
+	from := s.r.offset()
 	if now := s.now(); from == raftfsm.NoOffset || from > now {
 		from = now
 	}
-	s.cursor = storage.DueBound(s.r.slot, from)
+	s.cursor = storage.DueBound(s.slot, from)
 	s.cursorTime = from
 	s.cursorLimited = false
 }
@@ -163,7 +214,7 @@ func (s *scheduler) run(ctx context.Context) {
 		s.absorb()
 		now := s.now()
 		if err := s.load(now); err != nil {
-			s.log.Error("scheduler: reading the due index failed; retrying", "slot", s.r.slot, "error", err)
+			s.log.Error("scheduler: reading the due index failed; retrying", "slot", s.slot, "error", err)
 		}
 		now = s.now()
 		s.dispatchDue(ctx, now, nil)
@@ -196,7 +247,7 @@ func (s *scheduler) nextWake(now int64, blocked bool) time.Duration {
 	if !blocked && len(s.heap) > 0 && s.heap[0].e.Due < next {
 		next = s.heap[0].e.Due
 	}
-	d := time.UnixMilli(next).Sub(s.r.cfg.Clock())
+	d := time.UnixMilli(next).Sub(s.clock())
 	if d < 0 {
 		d = 0
 	}
@@ -217,7 +268,7 @@ func (s *scheduler) absorb() {
 	}
 	var kb []byte
 	for _, e := range notes {
-		kb = storage.DueKey(kb[:0], s.r.slot, e.Due, e.Coll, e.ID)
+		kb = storage.DueKey(kb[:0], s.slot, e.Due, e.Coll, e.ID)
 		if bytes.Compare(kb, s.cursor) >= 0 {
 			continue // the next load will read it
 		}
@@ -262,7 +313,7 @@ func (s *scheduler) load(now int64) error {
 	} else if s.cursorTime > now+s.window/2 {
 		return nil
 	}
-	upper := storage.DueBound(s.r.slot, horizon)
+	upper := storage.DueBound(s.slot, horizon)
 	if bytes.Compare(s.cursor, upper) >= 0 {
 		return nil
 	}
@@ -271,7 +322,7 @@ func (s *scheduler) load(now int64) error {
 		s.cursorLimited = true
 		return nil
 	}
-	it, err := s.r.db.NewIter(s.cursor, upper)
+	it, err := s.r.dueIter(s.cursor, upper)
 	if err != nil {
 		return err
 	}
@@ -309,7 +360,7 @@ func (s *scheduler) load(now int64) error {
 		s.cursorTime = horizon
 	}
 	s.cursorLimited = limited
-	s.r.proposedOffset.Store(s.cursorTime)
+	s.r.loadedUpTo(s.cursorTime)
 	return nil
 }
 
@@ -347,9 +398,9 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 		for i, it := range round {
 			refs[i] = it.e
 		}
-		jobs, err := raftfsm.GetJobs(s.r.db, s.r.slot, refs)
+		jobs, err := s.r.readJobs(refs)
 		if err != nil {
-			s.log.Error("scheduler: reading due jobs failed; they will be retried", "slot", s.r.slot, "error", err)
+			s.log.Error("scheduler: reading due jobs failed; they will be retried", "slot", s.slot, "error", err)
 			for _, it := range round {
 				<-s.sem
 				it.inflight = true
@@ -372,7 +423,7 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job) {
 	it.inflight = true
 	s.fires.Add(1)
-	fireWorkers.Go(func() {
+	s.workers.Go(func() {
 		defer s.fires.Done()
 		cmd := s.r.fire(ctx, it.e, j)
 		<-s.sem
@@ -399,14 +450,14 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job) {
 func (s *scheduler) commit(ctx context.Context, key string, cmd []byte) {
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := s.r.outcomes.Propose(cctx, [][]byte{cmd})
+		err := s.r.commitOutcome(cctx, cmd)
 		cancel()
 		if err == nil || ctx.Err() != nil || errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrClosed) {
 			s.done(key)
 			return
 		}
 		if attempt >= 20 {
-			s.log.Error("scheduler: committing an outcome failed; the job will fire again", "slot", s.r.slot, "error", err)
+			s.log.Error("scheduler: committing an outcome failed; the job will fire again", "slot", s.slot, "error", err)
 			s.finish(key, true)
 			return
 		}

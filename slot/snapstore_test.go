@@ -1,7 +1,9 @@
 package slot
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -60,5 +62,33 @@ func TestSnapshotStoreStreamsFullState(t *testing.T) {
 	matches, _ := filepath.Glob(filepath.Join(ts.r.cfg.Dir, "stream-*.tmp"))
 	if len(matches) != 0 {
 		t.Fatalf("temporary stream files left behind: %v", matches)
+	}
+}
+
+// A crash while a snapshot streams to a follower leaves its temporary file
+// behind; the replica removes such files when it opens, and keeps the rest
+// of its directory.
+func TestOpenRemovesStaleStreamFiles(t *testing.T) {
+	dir := t.TempDir()
+	raftDir := filepath.Join(dir, "raft")
+	if err := os.MkdirAll(raftDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := []string{filepath.Join(raftDir, "stream-123.tmp"), filepath.Join(raftDir, "stream-456.tmp")}
+	keep := filepath.Join(raftDir, "notes.txt")
+	for _, f := range append(stale, keep) {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := openTestSlot(t, dir, newFakeDeliverer())
+	defer ts.close(t)
+	for _, f := range stale {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s survived the open: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("an unrelated file was removed: %v", err)
 	}
 }

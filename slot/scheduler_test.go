@@ -1,0 +1,511 @@
+package slot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// The scheduler on its own, against an in-memory replica (fakeReplica):
+// a sorted due index, job records, recorded fires and commits, and a
+// clock the test can read-count or set.
+
+const schedSlot = 7
+
+// fireRec is one callback attempt as the fake replica saw it.
+type fireRec struct {
+	id  string
+	due int64
+	at  int64 // the scheduler's clock when fire was called (ms)
+}
+
+type fakeReplica struct {
+	clock func() time.Time
+
+	mu      sync.Mutex
+	keys    [][]byte // the due index, sorted
+	jobs    map[string]*model.Job
+	fired   []fireRec
+	commits []string
+	off     int64
+
+	loads  atomic.Int64 // dueIter calls
+	loaded atomic.Int64 // the last loadedUpTo
+
+	// fireHook, when set, runs inside fire (after the record is taken) and
+	// decides what fire returns.
+	fireHook func(ctx context.Context, e storage.DueEntry) []byte
+	// commitErrs fail the next commits, one error each.
+	commitErrs []error
+}
+
+func newFakeReplica(clock func() time.Time) *fakeReplica {
+	return &fakeReplica{clock: clock, jobs: map[string]*model.Job{}, off: raftfsm.NoOffset}
+}
+
+// add puts a scheduled job due at due in the index and returns its entry;
+// telling the scheduler (scheduled) is up to the test, as the FSM's
+// observer would.
+func (f *fakeReplica) add(id string, due int64) storage.DueEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := storage.DueKey(nil, schedSlot, due, "c", id)
+	i, _ := slices.BinarySearchFunc(f.keys, k, bytes.Compare)
+	f.keys = slices.Insert(f.keys, i, k)
+	f.jobs[id] = &model.Job{Collection: "c", ID: id, Status: model.StatusScheduled, TriggerTime: due, DueTime: due, Version: 1}
+	return storage.DueEntry{Due: due, Coll: "c", ID: id}
+}
+
+func (f *fakeReplica) offset() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.off
+}
+
+type sliceIter struct {
+	keys [][]byte
+	i    int
+}
+
+func (it *sliceIter) First() bool  { it.i = 0; return it.i < len(it.keys) }
+func (it *sliceIter) Next() bool   { it.i++; return it.i < len(it.keys) }
+func (it *sliceIter) Key() []byte  { return it.keys[it.i] }
+func (it *sliceIter) Close() error { return nil }
+
+func (f *fakeReplica) dueIter(lower, upper []byte) (dueIter, error) {
+	f.loads.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var in [][]byte
+	for _, k := range f.keys {
+		if bytes.Compare(k, lower) >= 0 && bytes.Compare(k, upper) < 0 {
+			in = append(in, k)
+		}
+	}
+	return &sliceIter{keys: in}, nil
+}
+
+func (f *fakeReplica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*model.Job, len(refs))
+	for i, e := range refs {
+		if j, ok := f.jobs[e.ID]; ok {
+			c := *j
+			out[i] = &c
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeReplica) fire(ctx context.Context, e storage.DueEntry, j *model.Job) []byte {
+	f.mu.Lock()
+	f.fired = append(f.fired, fireRec{id: e.ID, due: e.Due, at: f.clock().UnixMilli()})
+	hook := f.fireHook
+	f.mu.Unlock()
+	if hook != nil {
+		return hook(ctx, e)
+	}
+	return []byte("ack " + e.ID)
+}
+
+// commitOutcome applies an ack the way the FSM would: the job leaves the
+// due index.
+func (f *fakeReplica) commitOutcome(ctx context.Context, cmd []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.commitErrs) > 0 {
+		err := f.commitErrs[0]
+		f.commitErrs = f.commitErrs[1:]
+		return err
+	}
+	f.commits = append(f.commits, string(cmd))
+	id := string(bytes.TrimPrefix(cmd, []byte("ack ")))
+	if j, ok := f.jobs[id]; ok {
+		k := storage.DueKey(nil, schedSlot, j.DueTime, "c", id)
+		if i, found := slices.BinarySearchFunc(f.keys, k, bytes.Compare); found {
+			f.keys = slices.Delete(f.keys, i, i+1)
+		}
+		delete(f.jobs, id)
+	}
+	return nil
+}
+
+func (f *fakeReplica) loadedUpTo(ms int64) { f.loaded.Store(ms) }
+
+func (f *fakeReplica) firedIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.fired))
+	for i, r := range f.fired {
+		out[i] = r.id
+	}
+	return out
+}
+
+func (f *fakeReplica) fires() []fireRec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fireRec(nil), f.fired...)
+}
+
+func (f *fakeReplica) commitCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.commits)
+}
+
+func (f *fakeReplica) waitFired(t *testing.T, n int) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d fires", n), func() error {
+		if got := len(f.firedIDs()); got < n {
+			return fmt.Errorf("%d fired: %v", got, f.firedIDs())
+		}
+		return nil
+	})
+}
+
+// countingClock is the real clock, counting how often the scheduler reads
+// it: every pass of its loop reads it, so a count that grew proves the
+// loop went round.
+type countingClock struct{ reads atomic.Int64 }
+
+func (c *countingClock) now() time.Time { c.reads.Add(1); return time.Now() }
+
+// manualClock stands still until the test moves it.
+type manualClock struct {
+	mu    sync.Mutex
+	t     time.Time
+	reads atomic.Int64
+}
+
+func (c *manualClock) now() time.Time {
+	c.reads.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// waitPasses waits until the scheduler read its clock n more times.
+func waitPasses(t *testing.T, reads *atomic.Int64, n int64) {
+	t.Helper()
+	from := reads.Load()
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d clock reads by the scheduler", n), func() error {
+		if got := reads.Load() - from; got < n {
+			return fmt.Errorf("%d reads", got)
+		}
+		return nil
+	})
+}
+
+type runningSched struct {
+	s      *scheduler
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startSched runs a scheduler over f until the test ends (or stop).
+func startSched(t *testing.T, f *fakeReplica, clock func() time.Time, sem chan struct{}, window time.Duration, maxLoaded int) *runningSched {
+	t.Helper()
+	s := newScheduler(f, schedConfig{
+		slot: schedSlot, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock, sem: sem,
+		window: window, maxLoaded: maxLoaded, workers: newWorkers(time.Second),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningSched{s: s, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rs.done)
+		s.run(ctx)
+	}()
+	t.Cleanup(rs.stop)
+	return rs
+}
+
+func (rs *runningSched) stop() {
+	rs.cancel()
+	<-rs.done
+}
+
+// Due jobs fire in due order (ties by collection and id, the due key's
+// order), whatever order they were written in.
+func TestSchedulerFiresInDueOrder(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	for _, j := range []struct {
+		id  string
+		due int64
+	}{{"e", now - 100}, {"a", now - 600}, {"c", now - 300}, {"b2", now - 400}, {"b1", now - 400}, {"d", now - 200}} {
+		f.add(j.id, j.due)
+	}
+	f.off = now - 1000
+	startSched(t, f, time.Now, make(chan struct{}, 1), 2*time.Second, 1000)
+	f.waitFired(t, 6)
+	if got, want := f.firedIDs(), []string{"a", "b1", "b2", "c", "d", "e"}; !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	testutil.Eventually(t, 5*time.Second, "every outcome committed", func() error {
+		if n := f.commitCount(); n != 6 {
+			return fmt.Errorf("%d commits", n)
+		}
+		return nil
+	})
+}
+
+// Never early: with the clock standing still before a job's due time, the
+// scheduler goes round without firing it; it fires once the clock reaches
+// the due time, and every fire sees a clock at or past its due time.
+func TestSchedulerNeverFiresEarly(t *testing.T) {
+	t0 := time.UnixMilli(1_767_225_600_000)
+	clock := &manualClock{t: t0}
+	f := newFakeReplica(clock.now)
+	f.add("soon", t0.UnixMilli()+100)
+	f.add("later", t0.UnixMilli()+250)
+	startSched(t, f, clock.now, make(chan struct{}, 8), 2*time.Second, 1000)
+
+	waitPasses(t, &clock.reads, 12)
+	if got := f.firedIDs(); len(got) != 0 {
+		t.Fatalf("fired %v with the clock 100 ms before the first due time", got)
+	}
+	clock.set(t0.Add(99 * time.Millisecond))
+	waitPasses(t, &clock.reads, 12)
+	if got := f.firedIDs(); len(got) != 0 {
+		t.Fatalf("fired %v 1 ms before the due time", got)
+	}
+	clock.set(t0.Add(100 * time.Millisecond))
+	f.waitFired(t, 1)
+	waitPasses(t, &clock.reads, 12)
+	if got := f.firedIDs(); !slices.Equal(got, []string{"soon"}) {
+		t.Fatalf("at the first due time fired %v, want [soon]", got)
+	}
+	clock.set(t0.Add(time.Second))
+	f.waitFired(t, 2)
+	for _, r := range f.fires() {
+		if r.at < r.due {
+			t.Fatalf("%s fired at %d, %d ms before its due time", r.id, r.at, r.due-r.at)
+		}
+	}
+}
+
+// A job scheduled inside the loaded window (below the cursor, where no
+// later load will look) reaches the scheduler only through the FSM's note,
+// and the note wakes the loop at once: it does not wait for the loop's
+// timer (up to a second here, with a 10 s window).
+func TestSchedulerWakesForANearerJob(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	rs := startSched(t, f, time.Now, make(chan struct{}, 8), 10*time.Second, 1000)
+	testutil.Eventually(t, 5*time.Second, "the first load", func() error {
+		if f.loads.Load() == 0 {
+			return errors.New("not loaded yet")
+		}
+		return nil
+	})
+	for i := 0; i < 3; i++ {
+		due := time.Now().Add(30 * time.Millisecond).UnixMilli()
+		rs.s.scheduled(f.add(fmt.Sprintf("n%d", i), due))
+		f.waitFired(t, i+1)
+		r := f.fires()[i]
+		if r.at < due {
+			t.Fatalf("%s fired %d ms early", r.id, due-r.at)
+		}
+		if late := r.at - due; late > 300 {
+			t.Fatalf("%s fired %d ms late: the note did not wake the loop", r.id, late)
+		}
+	}
+}
+
+// The loaded window moves forward as time passes (jobs beyond the first
+// window fire too), and a window holding more due jobs than MaxLoaded is
+// read in parts.
+func TestSchedulerExtendsItsWindow(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	var want []string
+	for i := 0; i < 10; i++ {
+		id := fmt.Sprintf("past-%02d", i)
+		f.add(id, now-50)
+		want = append(want, id)
+	}
+	f.add("later-1", now+400)
+	f.add("later-2", now+800)
+	want = append(want, "later-1", "later-2")
+	f.off = now - 100
+	startSched(t, f, time.Now, make(chan struct{}, 64), 200*time.Millisecond, 4)
+	f.waitFired(t, len(want))
+	got := f.firedIDs()
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	for _, r := range f.fires() {
+		if r.at < r.due {
+			t.Fatalf("%s fired %d ms early", r.id, r.due-r.at)
+		}
+	}
+	if n := f.loads.Load(); n < 4 {
+		t.Fatalf("%d loads for 12 jobs with MaxLoaded 4 and a 200 ms window", n)
+	}
+	if f.loaded.Load() < now+800 {
+		t.Fatalf("loaded up to %d, before the last job's due time %d", f.loaded.Load(), now+800)
+	}
+}
+
+// With the node's fire pool full (other slots' callbacks hold every slot),
+// due jobs wait — while notes are still absorbed — and fire, in due order,
+// as soon as a slot frees up.
+func TestSchedulerWaitsForTheFirePool(t *testing.T) {
+	clock := &countingClock{}
+	f := newFakeReplica(clock.now)
+	now := time.Now().UnixMilli()
+	f.add("b", now-20)
+	f.add("a", now-30)
+	f.add("c", now-10)
+	f.off = now - 100
+	sem := make(chan struct{}, 2)
+	sem <- struct{}{}
+	sem <- struct{}{}
+	rs := startSched(t, f, clock.now, sem, 2*time.Second, 1000)
+	testutil.Eventually(t, 5*time.Second, "the due jobs loaded", func() error {
+		if f.loads.Load() == 0 {
+			return errors.New("not loaded yet")
+		}
+		return nil
+	})
+	rs.s.scheduled(f.add("d", now-5))
+	testutil.Eventually(t, 5*time.Second, "the note absorbed while the pool is full", func() error {
+		rs.s.mu.Lock()
+		defer rs.s.mu.Unlock()
+		if len(rs.s.notes) != 0 {
+			return errors.New("note still queued")
+		}
+		return nil
+	})
+	waitPasses(t, &clock.reads, 2)
+	if got := f.firedIDs(); len(got) != 0 {
+		t.Fatalf("fired %v with no free slot in the pool", got)
+	}
+	released := time.Now().UnixMilli()
+	<-sem // one slot frees up
+	f.waitFired(t, 4)
+	if got, want := f.firedIDs(), []string{"a", "b", "c", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	for _, r := range f.fires() {
+		if r.at < released {
+			t.Fatalf("%s fired before a pool slot was free", r.id)
+		}
+	}
+}
+
+// Losing leadership mid-fire: the callback in flight sees its ctx end and
+// returns without an outcome, nothing is committed for it (the next leader
+// fires it again), nothing new is dispatched, and the scheduler returns
+// only once the fire has returned.
+func TestSchedulerLeadershipLostMidFire(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	f.add("inflight", now-10)
+	f.off = now - 100
+	entered := make(chan struct{})
+	var returned atomic.Bool
+	f.fireHook = func(ctx context.Context, e storage.DueEntry) []byte {
+		close(entered)
+		<-ctx.Done()
+		returned.Store(true)
+		return nil // as Replica.fire: leadership lost, the next leader fires it
+	}
+	rs := startSched(t, f, time.Now, make(chan struct{}, 8), 2*time.Second, 1000)
+	<-entered
+	rs.s.scheduled(f.add("next", now-5)) // due, but leadership ends first
+	rs.cancel()
+	select {
+	case <-rs.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scheduler did not return after leadership ended")
+	}
+	if !returned.Load() {
+		t.Fatal("the scheduler returned before the fire in flight did")
+	}
+	if n := f.commitCount(); n != 0 {
+		t.Fatalf("%d outcomes committed after leadership was lost", n)
+	}
+	if got := f.firedIDs(); !slices.Equal(got, []string{"inflight"}) {
+		t.Fatalf("fired %v after leadership was lost", got)
+	}
+}
+
+// A graceful hand-off (drain) dispatches nothing new and waits for the
+// callbacks in flight to finish and commit; resume lets the scheduler go
+// on when the hand-off did not happen.
+func TestSchedulerDrainAndResume(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	f.add("first", now-10)
+	f.off = now - 100
+	release := make(chan struct{})
+	f.fireHook = func(ctx context.Context, e storage.DueEntry) []byte {
+		if e.ID == "first" {
+			<-release
+		}
+		return []byte("ack " + e.ID)
+	}
+	rs := startSched(t, f, time.Now, make(chan struct{}, 8), 2*time.Second, 1000)
+	f.waitFired(t, 1)
+	drained := make(chan bool, 1)
+	go func() { drained <- rs.s.drain(10 * time.Second) }()
+	testutil.Eventually(t, 5*time.Second, "the drain to begin", testutil.True(rs.s.stopping.Load))
+	rs.s.scheduled(f.add("second", now-5))
+	close(release)
+	if !<-drained {
+		t.Fatal("drain timed out with the fire released")
+	}
+	if n := f.commitCount(); n != 1 {
+		t.Fatalf("drain returned with %d outcomes committed, want the one in flight", n)
+	}
+	if got := f.firedIDs(); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("fired %v while draining", got)
+	}
+	rs.s.resume()
+	f.waitFired(t, 2)
+}
+
+// An outcome that fails to commit while this replica still leads is
+// retried, not fired again: the receiver already has the callback.
+func TestSchedulerRetriesACommitRatherThanTheFire(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	f.add("j", now-10)
+	f.off = now - 100
+	f.commitErrs = []error{errors.New("disk hiccup"), raftgroup.ErrOverloaded}
+	startSched(t, f, time.Now, make(chan struct{}, 8), 2*time.Second, 1000)
+	testutil.Eventually(t, 10*time.Second, "the outcome committed", func() error {
+		if f.commitCount() != 1 {
+			return errors.New("not committed")
+		}
+		return nil
+	})
+	if got := f.firedIDs(); len(got) != 1 {
+		t.Fatalf("fired %v: a failed commit made the job fire again", got)
+	}
+}
