@@ -112,7 +112,10 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.rpcSrv = peer.NewServer(rpcLn, n.handleRPC, n.log)
+	n.rpcSrv = peer.NewServer(rpcLn, n.log)
+	for m := mProposeSlot; m <= mMetaIndex; m++ {
+		n.rpcSrv.Handle(m, func(ctx context.Context, b []byte) ([]byte, error) { return n.handleRPC(ctx, m, b) })
+	}
 	go func() { _ = n.rpcSrv.Serve() }()
 	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
 

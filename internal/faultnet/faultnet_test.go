@@ -41,16 +41,18 @@ func cluster(t *testing.T, names ...string) (*Network, map[string]*testNode) {
 		raftL, _ := m.Listen(mux.ProtoRaft, 1)
 		tn := &testNode{name: name, addr: m.Addr().String(), accepted: make(chan net.Conn, 16),
 			block: make(chan struct{}), entered: make(chan struct{}, 16)}
-		srv := peer.NewServer(rpcL, func(ctx context.Context, meth peer.Method, _ []byte) ([]byte, error) {
-			if meth == 2 {
-				tn.entered <- struct{}{}
-				select {
-				case <-tn.block:
-				case <-ctx.Done():
-				}
+		srv := peer.NewServer(rpcL, quiet())
+		// Method 1 answers at once; method 2 blocks until released (or the
+		// connection breaks). Both answer with the node's name.
+		srv.Handle(1, func(context.Context, []byte) ([]byte, error) { return []byte(name), nil })
+		srv.Handle(2, func(ctx context.Context, _ []byte) ([]byte, error) {
+			tn.entered <- struct{}{}
+			select {
+			case <-tn.block:
+			case <-ctx.Done():
 			}
 			return []byte(name), nil
-		}, quiet())
+		})
 		go func() { _ = srv.Serve() }()
 		go func() {
 			for {

@@ -29,11 +29,21 @@
 // ClientOptions.DeadPeerTimeout); handlers never see them. The protocol is
 // versioned by the mux header's version byte, so there is no handshake.
 //
+// # Methods
+//
+// The Server knows no methods itself: each package that owns a protocol
+// registers its handlers (Server.Handle) — forward the proposals and reads
+// it sends to leaders, cluster the status, transfer, compaction and
+// formation calls. A method is registered once (a second registration
+// panics at start), and a call of an unregistered method is answered with
+// CodeUnknownMethod, so two packages can never both answer one number.
+//
 // # Errors
 //
 // Call tells three outcomes apart, because the caller reacts differently to
 // each: errors.As(err, **RemoteError) — the peer ran the handler and it
-// failed (the peer is up); errors.Is(err, ErrUnreachable) — the peer could
+// failed (the peer is up; Code is the handler's, such as a model error kind
+// or not_leader, or the transport's own peer.* codes); errors.Is(err, ErrUnreachable) — the peer could
 // not be reached or the connection broke (down, restarting or partitioned;
 // a request already sent may or may not have run); or the caller's ctx ended
 // (the error wraps ctx.Err()).

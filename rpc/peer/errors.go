@@ -28,6 +28,9 @@ const (
 	CodeInternal = "peer.internal"
 	// CodeResponseTooLarge: the handler's answer was over MaxBodySize.
 	CodeResponseTooLarge = "peer.response_too_large"
+	// CodeUnknownMethod: no handler is registered for the method (a peer
+	// running an older or newer version).
+	CodeUnknownMethod = "peer.unknown_method"
 )
 
 // RemoteError is a handler's error as the caller receives it. A handler sets

@@ -29,9 +29,20 @@ type testServer struct {
 	once   sync.Once
 }
 
+// testHandler serves every method of a test server.
+type testHandler func(ctx context.Context, m Method, body []byte) ([]byte, error)
+
+// handleAll registers h for every method.
+func handleAll(s *Server, h testHandler) {
+	for m := 0; m < 256; m++ {
+		m := Method(m)
+		s.Handle(m, func(ctx context.Context, b []byte) ([]byte, error) { return h(ctx, m, b) })
+	}
+}
+
 // startServer runs a mux on addr ("127.0.0.1:0" for any port) with a peer
 // Server on its ProtoRPC listener.
-func startServer(t testing.TB, addr string, h Handler) *testServer {
+func startServer(t testing.TB, addr string, h testHandler) *testServer {
 	t.Helper()
 	m, err := mux.Listen(addr, quiet())
 	if err != nil {
@@ -41,7 +52,8 @@ func startServer(t testing.TB, addr string, h Handler) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{m: m, s: NewServer(l, h, quiet()), addr: m.Addr().String(), served: make(chan error, 1)}
+	ts := &testServer{m: m, s: NewServer(l, quiet()), addr: m.Addr().String(), served: make(chan error, 1)}
+	handleAll(ts.s, h)
 	go func() { ts.served <- ts.s.Serve() }()
 	t.Cleanup(ts.stop)
 	return ts
@@ -633,4 +645,45 @@ func listenMux(t *testing.T) *mux.Mux {
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// Each method has its handler; a method nobody registered is answered with
+// CodeUnknownMethod (the peer is up, it just does not serve that call), and
+// registering a method twice is refused.
+func TestHandlerRegistry(t *testing.T) {
+	m, err := mux.Listen("127.0.0.1:0", quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, err := m.Listen(mux.ProtoRPC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(l, quiet())
+	s.Handle(1, func(_ context.Context, b []byte) ([]byte, error) { return append([]byte("one:"), b...), nil })
+	s.Handle(2, func(context.Context, []byte) ([]byte, error) { return []byte("two"), nil })
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a second handler for method 1 was accepted")
+			}
+		}()
+		s.Handle(1, func(context.Context, []byte) ([]byte, error) { return nil, nil })
+	}()
+	go func() { _ = s.Serve() }()
+	defer s.Close()
+	c := newClient(t, ClientOptions{})
+	addr := m.Addr().String()
+	if got, err := c.Call(timeout(t, 5*time.Second), addr, 1, []byte("x")); err != nil || string(got) != "one:x" {
+		t.Fatalf("method 1: %q %v", got, err)
+	}
+	if got, err := c.Call(timeout(t, 5*time.Second), addr, 2, nil); err != nil || string(got) != "two" {
+		t.Fatalf("method 2: %q %v", got, err)
+	}
+	_, err = c.Call(timeout(t, 5*time.Second), addr, 3, nil)
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Code != CodeUnknownMethod {
+		t.Fatalf("an unregistered method: %v, want a RemoteError %s", err, CodeUnknownMethod)
+	}
 }

@@ -9,24 +9,26 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Handler serves one call. Returning an error sends it to the caller as a
-// *RemoteError; return a *RemoteError (possibly wrapped) to set its Code.
-// ctx is cancelled when the caller's connection breaks or the server closes;
-// the caller's own deadline is not transmitted. body belongs to the handler,
-// and the returned body must not be modified after the handler returns.
-type Handler func(ctx context.Context, m Method, body []byte) ([]byte, error)
+// HandlerFunc serves the calls of one method. Returning an error sends it
+// to the caller as a *RemoteError; return a *RemoteError (possibly wrapped)
+// to set its Code. ctx is cancelled when the caller's connection breaks or
+// the server closes; the caller's own deadline is not transmitted. body
+// belongs to the handler, and the returned body must not be modified after
+// the handler returns.
+type HandlerFunc func(ctx context.Context, body []byte) ([]byte, error)
 
 // defaultCloseWait bounds how long Close waits for running handlers.
 const defaultCloseWait = 5 * time.Second
 
 // Server serves calls arriving on a listener (a mux listener for ProtoRPC).
 type Server struct {
-	l   net.Listener
-	h   Handler
-	log *slog.Logger
+	l       net.Listener
+	methods [256]atomic.Pointer[HandlerFunc] // by Method
+	log     *slog.Logger
 
 	ctx    context.Context // parent of every handler's ctx; cancelled by Close
 	cancel context.CancelFunc
@@ -40,16 +42,31 @@ type Server struct {
 	readers  sync.WaitGroup
 }
 
-// NewServer returns a Server for l; call Serve to start it.
-func NewServer(l net.Listener, h Handler, log *slog.Logger) *Server {
+// NewServer returns a Server for l. Register the methods it serves with
+// Handle, then call Serve.
+func NewServer(l net.Listener, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		l: l, h: h, log: log.With("component", "peer-server"),
+		l: l, log: log.With("component", "peer-server"),
 		ctx: ctx, cancel: cancel, closeWait: defaultCloseWait,
 		conns: map[*serverConn]struct{}{},
+	}
+}
+
+// Handle registers the handler of method m. Each method has one handler,
+// registered once (a second registration is a programming error and
+// panics): the packages that own a protocol register their methods at
+// start, so a method number can never be served by two of them. A call of
+// a method nobody registered is answered with CodeUnknownMethod.
+func (s *Server) Handle(m Method, h HandlerFunc) {
+	if h == nil {
+		panic(fmt.Sprintf("peer: nil handler for method %d", m))
+	}
+	if !s.methods[m].CompareAndSwap(nil, &h) {
+		panic(fmt.Sprintf("peer: method %d registered twice", m))
 	}
 }
 
@@ -210,5 +227,9 @@ func (sc *serverConn) run(ctx context.Context, m Method, body []byte) (out []byt
 			out, err = nil, &RemoteError{Code: CodeInternal, Message: fmt.Sprintf("handler panicked: %v", r)}
 		}
 	}()
-	return sc.s.h(ctx, m, body)
+	h := sc.s.methods[m].Load()
+	if h == nil {
+		return nil, &RemoteError{Code: CodeUnknownMethod, Message: fmt.Sprintf("method %d is not served here", m)}
+	}
+	return (*h)(ctx, body)
 }
