@@ -152,8 +152,8 @@ func (tc *testCluster) restart(i int) {
 // and has applied its log to within 64 entries of the commit index.
 func caughtUp(n *Node) func() error {
 	return func() error {
-		for s := 0; s < n.slotCount(); s++ {
-			r := n.replica(s)
+		for s := 0; s < n.cluster.SlotCount(); s++ {
+			r := n.slots.Get(s)
 			if r == nil {
 				return fmt.Errorf("slot %d not open", s)
 			}
@@ -217,7 +217,7 @@ func createJobs(t *testing.T, n *Node, coll, prefix string, count int, trigger i
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := n.CreateJobs(ctx, coll, in)
+	res, err := n.svc.CreateJobs(ctx, coll, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func createJobs(t *testing.T, n *Node, coll, prefix string, count int, trigger i
 func TestClusterFormsForwardsAndFires(t *testing.T) {
 	tc := startCluster(t, 3, nil)
 	ctx := context.Background()
-	info, err := tc.nodes[1].Cluster(ctx)
+	info, err := tc.nodes[1].svc.Cluster(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestClusterFormsForwardsAndFires(t *testing.T) {
 	}
 	// Leadership spreads: every node leads 4 of the 12 slots.
 	testutil.Eventually(t, 20*time.Second, "leaders spread 4/4/4", func() error {
-		info, _ := tc.nodes[0].Cluster(ctx)
+		info, _ := tc.nodes[0].svc.Cluster(ctx)
 		for _, nd := range info.Nodes {
 			if nd.SlotsLed != 4 {
 				return fmt.Errorf("%s leads %d", nd.ID, nd.SlotsLed)
@@ -258,7 +258,7 @@ func TestClusterFormsForwardsAndFires(t *testing.T) {
 	trig := time.Now().Add(1500 * time.Millisecond).UnixMilli()
 	ids := createJobs(t, tc.nodes[2], "default", "fwd", 120, trig, rcv.url)
 	// Reads through another node see them.
-	if j, err := tc.nodes[0].GetJob(ctx, "default", ids[7]); err != nil || j.TriggerTime != trig {
+	if j, err := tc.nodes[0].svc.GetJob(ctx, "default", ids[7]); err != nil || j.TriggerTime != trig {
 		t.Fatalf("read via n1: %+v %v", j, err)
 	}
 	testutil.Eventually(t, 20*time.Second, "all 120 delivered", func() error {
@@ -282,9 +282,9 @@ func (tc *testCluster) leaderCounts() map[string]int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	out := map[string]int{}
-	v := n.refreshView(ctx)
-	for s := 0; s < n.slotCount(); s++ {
-		if l := v.leaderOf(s); l != "" {
+	v := n.cluster.RefreshView(ctx)
+	for s := 0; s < n.cluster.SlotCount(); s++ {
+		if l := v.LeaderOf(s); l != "" {
 			out[l]++
 		}
 	}
@@ -322,9 +322,9 @@ func TestClusterLeaderLossAndRejoin(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "every slot led by a survivor", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		v := survivor.refreshView(ctx)
-		for s := 0; s < survivor.slotCount(); s++ {
-			if l := v.leaderOf(s); l == "" || l == victim {
+		v := survivor.cluster.RefreshView(ctx)
+		for s := 0; s < survivor.cluster.SlotCount(); s++ {
+			if l := v.LeaderOf(s); l == "" || l == victim {
 				return fmt.Errorf("slot %d led by %q", s, l)
 			}
 		}
@@ -374,9 +374,9 @@ func TestClusterPartitionOneNode(t *testing.T) {
 	tc.net.Isolate(iso.ID())
 	maj := tc.nodes[0]
 	testutil.Eventually(t, 15*time.Second, "the majority leads every slot", func() error {
-		v := maj.refreshView(context.Background())
-		for s := 0; s < maj.slotCount(); s++ {
-			l := v.leaderOf(s)
+		v := maj.cluster.RefreshView(context.Background())
+		for s := 0; s < maj.cluster.SlotCount(); s++ {
+			l := v.LeaderOf(s)
 			if l == "" || l == iso.ID() {
 				return fmt.Errorf("slot %d led by %q", s, l)
 			}
@@ -394,7 +394,7 @@ func TestClusterPartitionOneNode(t *testing.T) {
 	// Writes on the isolated node fail fast with 503, never hang.
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	res, err := iso.CreateJobs(ctx, "default", []model.JobInput{{ID: "lonely", Spec: model.JobSpec{TriggerTime: trig, CallbackURL: rcv.url, Hash: 1}}})
+	res, err := iso.svc.CreateJobs(ctx, "default", []model.JobInput{{ID: "lonely", Spec: model.JobSpec{TriggerTime: trig, CallbackURL: rcv.url, Hash: 1}}})
 	cancel()
 	if err == nil && (len(res) != 1 || res[0].Err == nil || httpapi.StatusOf(res[0].Err.Kind) != 503) {
 		t.Fatalf("write on the isolated node: %+v", res)
@@ -427,7 +427,7 @@ func TestClusterReReplication(t *testing.T) {
 	tc.kill(victim)
 	testutil.Eventually(t, 60*time.Second, "every slot back to 3 healthy replicas without the dead node", func() error {
 		n := tc.live()[0]
-		info, err := n.Cluster(context.Background())
+		info, err := n.svc.Cluster(context.Background())
 		if err != nil {
 			return err
 		}

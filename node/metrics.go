@@ -103,7 +103,7 @@ func (c *slotCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *slotCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, r := range c.n.localReplicas() {
+	for _, r := range c.n.slots.All() {
 		st := r.Stats()
 		s := strconv.Itoa(st.Slot)
 		role, lead := "follower", 0.0

@@ -13,7 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/serf/serf"
+	"github.com/timemachine-db/timemachine/cluster"
+	"github.com/timemachine-db/timemachine/forward"
 	"github.com/timemachine-db/timemachine/meta"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
@@ -21,46 +22,47 @@ import (
 	"github.com/timemachine-db/timemachine/rpc/mux"
 	"github.com/timemachine-db/timemachine/rpc/peer"
 	"github.com/timemachine-db/timemachine/rpc/webhook"
+	"github.com/timemachine-db/timemachine/service"
 	"github.com/timemachine-db/timemachine/slot"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
-// Node is one running timemachine server.
+// The service is the API's backend.
+var _ httpapi.Backend = (*service.Service)(nil)
+
+// Node is one running timemachine server: the parts below, started and
+// stopped in order. It holds no logic of its own.
 type Node struct {
 	cfg  Config
 	id   *identity
 	log  *slog.Logger
 	lock *os.File
 
-	db     *storage.DB
-	logDB  *storage.RaftLogDB
-	mux    *mux.Mux
-	rpcSrv *peer.Server
-	rpc    *peer.Client
-	meta   *meta.Replica
-	serf   *serf.Serf
+	db      *storage.DB
+	logDB   *storage.RaftLogDB
+	mux     *mux.Mux
+	rpcSrv  *peer.Server
+	rpc     *peer.Client
+	meta    *meta.Replica
+	slots   *slot.Registry
+	fwd     *forward.Forwarder
+	cluster *cluster.Cluster
+	svc     *service.Service
 
-	serfEvents chan serf.Event
-	kick       chan struct{} // wakes the reconciler
-	ctrlKick   chan struct{} // wakes the controller
-
-	mu    sync.RWMutex
-	slots map[int]*slot.Replica // the slot replicas hosted here
-
-	hintMu sync.Mutex
-	hints  map[int]string // slot → last known leader id
-
-	view clusterView // what every node reported, refreshed in the background
-
+	// wired is closed once every part exists: work that the meta replica
+	// may start before that (its leadership) waits for it.
+	wired     chan struct{}
 	fireSlots chan struct{}
 	dlv       *deliverer
 	webhook   *webhook.Client
 	metrics   *metrics
 	api       *httpapi.Server
 	httpLn    net.Listener
+	pprof     *http.Server
 
-	stop      chan struct{}
-	wg        sync.WaitGroup
+	stop      chan struct{}  // closed when the node stops: ends its own loops
+	loops     sync.WaitGroup // the node's own loops (resuming deletions)
+	servers   sync.WaitGroup // rpc, HTTP and pprof servers
 	fatal     chan error
 	fatalOnce sync.Once
 	closeOnce sync.Once
@@ -76,14 +78,11 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, log: cfg.Logger,
+		cfg: cfg, log: cfg.Logger, slots: slot.NewRegistry(), wired: make(chan struct{}),
 		fatal: make(chan error, 1), serveDone: make(chan struct{}), stop: make(chan struct{}),
-		serfEvents: make(chan serf.Event, 256), kick: make(chan struct{}, 1), ctrlKick: make(chan struct{}, 1),
-		slots: map[int]*slot.Replica{}, hints: map[int]string{},
 	}
 	defer func() {
 		if err != nil {
-			close(n.stop)
 			n.closeParts(false)
 		}
 	}()
@@ -113,10 +112,6 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
-	for m := mProposeSlot; m <= mMetaIndex; m++ {
-		n.rpcSrv.Handle(m, func(ctx context.Context, b []byte) ([]byte, error) { return n.handleRPC(ctx, m, b) })
-	}
-	go func() { _ = n.rpcSrv.Serve() }()
 	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
 
 	metaStream, err := n.mux.StreamLayer(mux.MetaGroup, nil)
@@ -138,7 +133,30 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.dlv = newDeliverer(n.webhook)
 	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
 
-	n.api = httpapi.New(n, httpapi.Options{
+	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("listen on http address %s: %w", cfg.HTTPAddr, err)
+	}
+	n.fwd = forward.New(forward.Config{
+		NodeID: n.id.NodeID, Slots: n.slots, Meta: n.meta, Client: n.rpc, Logger: n.log,
+		AddrOf: func(id string) string { return n.cluster.AddrOf(id) },
+	})
+	n.cluster = cluster.New(cluster.Config{
+		NodeID: n.id.NodeID, HTTPAddr: n.HTTPAddr(), BindAddr: n.BindAddr(),
+		SerfAddr: cfg.SerfAddr, SerfDir: filepath.Join(cfg.DataDir, "serf"), Join: cfg.Join,
+		BootstrapExpect: cfg.BootstrapExpect, FastGossip: cfg.FastGossip,
+		SlotCount: n.id.SlotCount, Replicas: cfg.Replicas, FailureGrace: cfg.FailureGrace,
+		Clock: cfg.Clock, Logger: n.log,
+		Meta: n.meta, Slots: n.slots, Forward: n.fwd, Client: n.rpc,
+		OpenSlot:       n.openSlot,
+		HasSlotData:    n.hasSlotData,
+		AdoptSlotCount: n.adoptSlotCount,
+		CompactStorage: func(ctx context.Context) error { return n.db.Compact(ctx, []byte{0}, []byte{0xff, 0xff}) },
+	})
+	n.svc = service.New(service.Config{
+		Meta: n.meta, Forward: n.fwd, Cluster: n.cluster, Clock: cfg.Clock, Logger: n.log,
+		OnCreated: func(k int) { n.metrics.created.Add(float64(k)) },
+	})
+	n.api = httpapi.New(n.svc, httpapi.Options{
 		Clock:          cfg.Clock,
 		MaxMetaBytes:   cfg.MaxMetaBytes,
 		Logger:         n.log,
@@ -149,46 +167,83 @@ func Start(cfg Config) (_ *Node, err error) {
 			return c
 		},
 	})
-	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("listen on http address %s: %w", cfg.HTTPAddr, err)
-	}
-	if err := n.startSerf(n.httpLn.Addr().String(), n.mux.Addr().String()); err != nil {
+	n.fwd.Register(n.rpcSrv)
+	n.cluster.Register(n.rpcSrv)
+	close(n.wired)
+	n.goServe(func() { _ = n.rpcSrv.Serve() })
+
+	if err := n.cluster.Start(); err != nil {
 		return nil, err
 	}
-
-	// Replicas this node already holds start at once, in parallel with the
-	// meta group's election, instead of waiting for the meta state.
-	n.openExisting()
-	n.goLoop(n.bootstrapLoop)
-	n.goLoop(n.reconcileLoop)
-	n.goLoop(n.viewLoop)
-	n.goLoop(n.serfEventLoop)
-	go func() {
+	n.goServe(func() {
 		defer close(n.serveDone)
 		if err := n.api.Serve(n.httpLn); err != nil {
 			n.log.Error("http server stopped", "error", err)
 		}
-	}()
+	})
 	n.goLoop(n.resumeDeletions)
 	if cfg.PprofAddr != "" {
-		go func() {
+		n.pprof = &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 10 * time.Second}
+		n.goServe(func() {
 			n.log.Info("serving pprof", "addr", cfg.PprofAddr)
-			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 10 * time.Second}
-			if err := srv.ListenAndServe(); err != nil {
+			if err := n.pprof.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				n.log.Warn("pprof server stopped", "error", err)
 			}
-		}()
+		})
 	}
-	n.log.Info("serving", "http_addr", n.httpLn.Addr().String(), "bind_addr", n.mux.Addr().String())
+	n.log.Info("serving", "http_addr", n.HTTPAddr(), "bind_addr", n.BindAddr())
 	return n, nil
 }
 
 func (n *Node) goLoop(f func()) {
-	n.wg.Add(1)
+	n.loops.Add(1)
 	go func() {
-		defer n.wg.Done()
+		defer n.loops.Done()
 		f()
 	}()
+}
+
+func (n *Node) goServe(f func()) {
+	n.servers.Add(1)
+	go func() {
+		defer n.servers.Done()
+		f()
+	}()
+}
+
+// runController runs the cluster controller while this node leads the meta
+// group; leadership can come before the node is fully wired.
+func (n *Node) runController(ctx context.Context) {
+	select {
+	case <-n.wired:
+	case <-ctx.Done():
+		return
+	}
+	n.cluster.RunController(ctx)
+}
+
+// kickReconcile wakes the reconciler after a meta change; changes applied
+// while the node is still being wired are picked up by its first pass.
+func (n *Node) kickReconcile() {
+	select {
+	case <-n.wired:
+		n.cluster.KickReconcile()
+	default:
+	}
+}
+
+// resumeDeletions finishes collection deletions a restart cut short.
+func (n *Node) resumeDeletions() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	n.svc.ResumeDeletions(ctx)
 }
 
 // ID is the node's id.
@@ -200,6 +255,9 @@ func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
 // BindAddr is the internal port's address.
 func (n *Node) BindAddr() string { return n.mux.Addr().String() }
 
+// Service is the node's API backend (the HTTP API calls it; tests too).
+func (n *Node) Service() *service.Service { return n.svc }
+
 // Fatal delivers a storage failure after which the node must stop.
 func (n *Node) Fatal() <-chan error { return n.fatal }
 
@@ -207,46 +265,12 @@ func (n *Node) onFatal(err error) {
 	n.fatalOnce.Do(func() { n.fatal <- err })
 }
 
-func (n *Node) kickReconcile() {
-	select {
-	case n.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (n *Node) kickController() {
-	select {
-	case n.ctrlKick <- struct{}{}:
-	default:
-	}
-}
-
-func (n *Node) localReplicas() []*slot.Replica {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	out := make([]*slot.Replica, 0, len(n.slots))
-	for _, r := range n.slots {
-		out = append(out, r)
-	}
-	return out
-}
+// Ready reports nil when the node is in the cluster and every slot has a
+// leader, else why not.
+func (n *Node) Ready() error { return n.cluster.Ready() }
 
 // WaitReady blocks until Ready reports nil or ctx ends.
-func (n *Node) WaitReady(ctx context.Context) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := n.Ready()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node not ready: %w", err)
-		case <-t.C:
-		}
-	}
-}
+func (n *Node) WaitReady(ctx context.Context) error { return n.cluster.WaitReady(ctx) }
 
 // Close stops the node cleanly: the HTTP API stops taking requests, slot
 // and meta leadership is handed to other voters where there are any, slot
@@ -272,7 +296,9 @@ func (n *Node) Close() error {
 				n.log.Warn("http server did not stop in time; going on")
 			}
 		}
-		close(n.stop)
+		if n.cluster != nil {
+			n.cluster.StopLoops()
+		}
 		if n.meta != nil {
 			n.meta.TransferLeadership(3 * time.Second)
 		}
@@ -286,24 +312,33 @@ func (n *Node) Close() error {
 // hand-off, no graceful leave, callbacks in flight abandoned.
 func (n *Node) Kill() {
 	n.closeOnce.Do(func() {
-		close(n.stop)
-		if n.serf != nil {
-			_ = n.serf.Shutdown()
+		if n.cluster != nil {
+			n.cluster.LeaveGossip(false)
 		}
 		if n.api != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = n.api.Shutdown(ctx)
 			cancel()
+			_ = n.httpLn.Close()
 		}
 		_ = n.closeParts(false)
 	})
 }
 
+// closeParts stops whatever Start started, in order; parts never started
+// are nil and skipped.
 func (n *Node) closeParts(graceful bool) error {
 	var errs []error
-	n.wg.Wait()
+	close(n.stop)
+	if n.cluster != nil {
+		n.cluster.StopLoops()
+	}
+	n.loops.Wait()
+	if n.pprof != nil {
+		_ = n.pprof.Close()
+	}
 	var wg sync.WaitGroup
-	for _, r := range n.localReplicas() {
+	for _, r := range n.slots.All() {
 		wg.Add(1)
 		go func(r *slot.Replica) {
 			defer wg.Done()
@@ -316,13 +351,8 @@ func (n *Node) closeParts(graceful bool) error {
 		}(r)
 	}
 	wg.Wait()
-	if n.serf != nil {
-		if graceful {
-			if err := n.serf.Leave(); err != nil {
-				n.log.Debug("serf leave", "error", err)
-			}
-		}
-		_ = n.serf.Shutdown()
+	if n.cluster != nil {
+		n.cluster.LeaveGossip(graceful)
 	}
 	if n.meta != nil {
 		if err := n.meta.Close(); err != nil {
@@ -335,6 +365,10 @@ func (n *Node) closeParts(graceful bool) error {
 	if n.rpc != nil {
 		_ = n.rpc.Close()
 	}
+	if n.httpLn != nil {
+		_ = n.httpLn.Close() // Start failed before the API served it
+	}
+	n.servers.Wait()
 	if n.logDB != nil {
 		if err := n.logDB.Close(); err != nil {
 			errs = append(errs, err)

@@ -50,7 +50,7 @@ func TestRestartKeepsIdentityAndJobs(t *testing.T) {
 	n := startReady(t, cfg)
 	ctx := context.Background()
 	in := []model.JobInput{{ID: "a", Spec: model.JobSpec{TriggerTime: time.Now().Add(time.Hour).UnixMilli(), CallbackURL: "http://127.0.0.1:9/", Hash: 1}}}
-	res, err := n.CreateJobs(ctx, "default", in)
+	res, err := n.svc.CreateJobs(ctx, "default", in)
 	if err != nil || res[0].Err != nil || res[0].Code != model.CodeCreated {
 		t.Fatalf("create: %v %+v", err, res)
 	}
@@ -64,7 +64,7 @@ func TestRestartKeepsIdentityAndJobs(t *testing.T) {
 	if n.ID() != "n1" {
 		t.Fatalf("node id after restart = %q", n.ID())
 	}
-	j, err := n.GetJob(ctx, "default", "a")
+	j, err := n.svc.GetJob(ctx, "default", "a")
 	if err != nil || j.Status != model.StatusScheduled {
 		t.Fatalf("job after restart: %+v %v", j, err)
 	}
@@ -111,15 +111,15 @@ func TestBackendErrors(t *testing.T) {
 		}
 		ae = e
 	}
-	_, err := n.CreateJobs(ctx, "nope", []model.JobInput{{ID: "a"}})
+	_, err := n.svc.CreateJobs(ctx, "nope", []model.JobInput{{ID: "a"}})
 	check(err, 404)
-	res, err := n.CreateJobs(ctx, "default", []model.JobInput{{ID: "a", Spec: model.JobSpec{Route: "missing", Hash: 1}}})
+	res, err := n.svc.CreateJobs(ctx, "default", []model.JobInput{{ID: "a", Spec: model.JobSpec{Route: "missing", Hash: 1}}})
 	if err != nil || res[0].Err == nil || httpapi.StatusOf(res[0].Err.Kind) != 404 {
 		t.Fatalf("unknown route: %v %+v", err, res)
 	}
-	check(n.DeleteCollection(ctx, "default"), 400)
-	check(n.DeleteJob(ctx, "default", "nothing"), 404)
-	_, err = n.UpsertJob(ctx, "default", "x", model.JobSpec{TriggerTime: 1, CallbackURL: "http://x/", Hash: 2}, 3)
+	check(n.svc.DeleteCollection(ctx, "default"), 400)
+	check(n.svc.DeleteJob(ctx, "default", "nothing"), 404)
+	_, err = n.svc.UpsertJob(ctx, "default", "x", model.JobSpec{TriggerTime: 1, CallbackURL: "http://x/", Hash: 2}, 3)
 	check(err, 412)
 	if !strings.Contains(ae.Message, "does not exist") {
 		t.Errorf("412 message: %q", ae.Message)

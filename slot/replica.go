@@ -584,6 +584,9 @@ func (r *Replica) List(q model.ListQuery) (model.ListPage, error) {
 	return raftfsm.ListJobs(r.db, r.slot, q)
 }
 
+// Slot is the slot this replica belongs to.
+func (r *Replica) Slot() int { return r.slot }
+
 // IsLeader reports whether this replica leads its slot.
 func (r *Replica) IsLeader() bool { return r.g.IsLeader() }
 

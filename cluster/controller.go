@@ -1,12 +1,14 @@
-package node
+package cluster
 
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+
 	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
@@ -17,68 +19,57 @@ import (
 // is a nonvoter holding a copy.
 const metaVoters = 3
 
-// runController runs while this node leads the meta group (DESIGN.md
-// decision 2): it folds gossip into the node table, keeps the meta group's
+// RunController runs while this node leads the meta group
+// (docs/architecture.md#the-meta-group): it folds gossip into the node table, keeps the meta group's
 // membership, commits the desired slot placement computed by dht, and
 // spreads slot leadership. Every pass starts from the committed state, so a
 // new meta leader simply carries on.
-func (n *Node) runController(ctx context.Context) {
-	n.log.Info("leading the meta group: running the cluster controller")
-	if err := n.meta.WaitCaughtUp(ctx); err != nil {
+func (c *Cluster) RunController(ctx context.Context) {
+	c.log.Info("leading the meta group: running the cluster controller")
+	if err := c.cfg.Meta.WaitCaughtUp(ctx); err != nil {
 		return
 	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var lastBalance time.Time
 	for {
-		n.controlOnce(ctx, &lastBalance)
+		c.controlOnce(ctx, &lastBalance)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-n.ctrlKick:
+		case <-c.ctrlKick:
 		}
 	}
 }
 
-func (n *Node) controlOnce(ctx context.Context, lastBalance *time.Time) {
-	if !n.meta.IsLeader() {
+func (c *Cluster) controlOnce(ctx context.Context, lastBalance *time.Time) {
+	if !c.cfg.Meta.IsLeader() {
 		return
 	}
-	st := n.meta.State()
+	st := c.cfg.Meta.State()
 	if !st.Formed() {
-		n.formCluster(ctx)
+		c.formCluster(ctx)
 		return
 	}
-	n.syncNodes(ctx, st)
-	st = n.meta.State()
-	n.stepMetaMembership(st)
-	n.placeSlots(ctx, st)
+	c.syncNodes(ctx, st)
+	st = c.cfg.Meta.State()
+	c.stepMetaMembership(st)
+	c.placeSlots(ctx, st)
 	if time.Since(*lastBalance) > 3*time.Second {
 		*lastBalance = time.Now()
-		n.balanceLeaders(ctx, n.meta.State())
+		c.balanceLeaders(ctx, c.cfg.Meta.State())
 	}
 }
 
-// aliveMembers are the timemachine nodes serf sees alive, with self.
-func (n *Node) aliveMembers() []member {
-	var out []member
-	for _, m := range n.members() {
-		if m.Status == serf.StatusAlive && m.ID != "" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func (n *Node) nodeOf(m member, status model.NodeStatus) model.Node {
+func nodeOf(m member, status model.NodeStatus) model.Node {
 	return model.Node{ID: m.ID, HTTPAddr: m.HTTPAddr, BindAddr: m.BindAddr, SerfAddr: m.SerfAddr, Status: status}
 }
 
 // formCluster records the cluster's shape: the nodes alive now, the slot
 // count this node was started with and the initial placement.
-func (n *Node) formCluster(ctx context.Context) {
-	ms := n.aliveMembers()
+func (c *Cluster) formCluster(ctx context.Context) {
+	ms := c.aliveMembers()
 	if len(ms) == 0 {
 		return
 	}
@@ -87,30 +78,30 @@ func (n *Node) formCluster(ctx context.Context) {
 	nodes := make([]model.Node, len(ms))
 	for i, m := range ms {
 		ids[i] = m.ID
-		nodes[i] = n.nodeOf(m, model.NodeAlive)
+		nodes[i] = nodeOf(m, model.NodeAlive)
 	}
-	slots := n.id.SlotCount
-	assign := dht.Initial(slots, ids, n.cfg.Replicas)
+	slots := int(c.slotCount.Load())
+	assign := dht.Initial(slots, ids, c.cfg.Replicas)
 	entries := make([]model.SlotEntry, slots)
 	for _, a := range assign {
 		entries[a.Slot] = model.SlotEntry{Replicas: a.Replicas, Epoch: 1}
 	}
-	res, err := n.meta.Propose(ctx, &raftfsm.InitCluster{SlotCount: slots, ReplicationFactor: n.cfg.Replicas, Nodes: nodes, Slots: entries, Now: n.now()})
+	res, err := c.cfg.Meta.Propose(ctx, &raftfsm.InitCluster{SlotCount: slots, ReplicationFactor: c.cfg.Replicas, Nodes: nodes, Slots: entries, Now: c.now()})
 	if err != nil {
-		n.log.Warn("forming the cluster failed; will retry", "error", err)
+		c.log.Warn("forming the cluster failed; will retry", "error", err)
 		return
 	}
 	if res[0].Code == model.CodeOK {
-		n.log.Info("cluster formed", "nodes", len(ids), "slots", slots, "replication_factor", dht.EffectiveRF(n.cfg.Replicas, len(ids)))
+		c.log.Info("cluster formed", "nodes", len(ids), "slots", slots, "replication_factor", dht.EffectiveRF(c.cfg.Replicas, len(ids)))
 	}
 }
 
 // syncNodes folds serf's view into the node table.
-func (n *Node) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
+func (c *Cluster) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 	var cmds []raftfsm.Command
-	now := n.now()
+	now := c.now()
 	seen := map[string]bool{}
-	for _, m := range n.members() {
+	for _, m := range c.members() {
 		if m.ID == "" {
 			continue
 		}
@@ -126,7 +117,7 @@ func (n *Node) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 		if ok && cur.Status == model.NodeDraining && status == model.NodeAlive {
 			status = model.NodeDraining // draining sticks until the node is removed
 		}
-		want := n.nodeOf(m, status)
+		want := nodeOf(m, status)
 		if ok && cur.HTTPAddr == want.HTTPAddr && cur.BindAddr == want.BindAddr && cur.SerfAddr == want.SerfAddr && cur.Status == want.Status {
 			continue
 		}
@@ -145,8 +136,8 @@ func (n *Node) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 	if len(cmds) == 0 {
 		return
 	}
-	if _, err := n.meta.Propose(ctx, cmds...); err != nil {
-		n.log.Warn("updating the node table failed; will retry", "error", err)
+	if _, err := c.cfg.Meta.Propose(ctx, cmds...); err != nil {
+		c.log.Warn("updating the node table failed; will retry", "error", err)
 	}
 }
 
@@ -155,15 +146,15 @@ func (n *Node) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 // with SIGTERM for a restart leaves the gossip, and copying its slots away
 // would be wasted work). Draining nodes and nodes gone for longer than the
 // grace period are not eligible: their replicas are re-created elsewhere.
-func (n *Node) eligible(st *raftfsm.MetaState) []string {
-	now := n.now()
+func (c *Cluster) eligible(st *raftfsm.MetaState) []string {
+	now := c.now()
 	var out []string
 	for _, nd := range st.NodeList() {
 		switch nd.Status {
 		case model.NodeAlive:
 			out = append(out, nd.ID)
 		case model.NodeFailed, model.NodeLeft:
-			if time.Duration(now-nd.Since)*time.Millisecond < n.cfg.FailureGrace {
+			if time.Duration(now-nd.Since)*time.Millisecond < c.cfg.FailureGrace {
 				out = append(out, nd.ID)
 			}
 		}
@@ -203,16 +194,16 @@ func sameReplicas(a, b []string) bool {
 
 // placeSlots commits the placement dht.SpreadLeaders computes (Repair's
 // minimal moves, with preferred leaders spread) where it differs.
-func (n *Node) placeSlots(ctx context.Context, st *raftfsm.MetaState) {
-	elig := n.eligible(st)
+func (c *Cluster) placeSlots(ctx context.Context, st *raftfsm.MetaState) {
+	elig := c.eligible(st)
 	if len(elig) == 0 {
 		return
 	}
 	desired := dht.SpreadLeaders(assignments(st), st.SlotCount, elig, st.ReplicationFactor)
-	n.commitPlacement(ctx, st, desired)
+	c.commitPlacement(ctx, st, desired)
 }
 
-func (n *Node) commitPlacement(ctx context.Context, st *raftfsm.MetaState, desired []dht.Assignment) int {
+func (c *Cluster) commitPlacement(ctx context.Context, st *raftfsm.MetaState, desired []dht.Assignment) int {
 	var ups []raftfsm.SlotUpdate
 	for _, a := range desired {
 		cur := st.Slots[a.Slot]
@@ -223,24 +214,24 @@ func (n *Node) commitPlacement(ctx context.Context, st *raftfsm.MetaState, desir
 	if len(ups) == 0 {
 		return 0
 	}
-	if _, err := n.proposeMeta(ctx, &raftfsm.SetSlots{Updates: ups}); err != nil {
-		n.log.Warn("committing the slot placement failed; will retry", "error", err)
+	if _, err := c.cfg.Forward.ProposeMeta(ctx, &raftfsm.SetSlots{Updates: ups}); err != nil {
+		c.log.Warn("committing the slot placement failed; will retry", "error", err)
 		return 0
 	}
-	n.log.Info("slot placement changed", "slots", len(ups))
+	c.log.Info("slot placement changed", "slots", len(ups))
 	return len(ups)
 }
 
 // stepMetaMembership keeps metaVoters voters in the meta group (those
 // already voting stay while eligible) and every other eligible node as a
 // nonvoter, one step at a time.
-func (n *Node) stepMetaMembership(st *raftfsm.MetaState) {
-	elig := n.eligible(st)
+func (c *Cluster) stepMetaMembership(st *raftfsm.MetaState) {
+	elig := c.eligible(st)
 	eligSet := map[string]bool{}
 	for _, id := range elig {
 		eligSet[id] = true
 	}
-	status := n.meta.Status()
+	status := c.cfg.Meta.Status()
 	var voters []string
 	for _, id := range status.Voters {
 		if eligSet[id] && len(voters) < metaVoters {
@@ -265,34 +256,27 @@ func (n *Node) stepMetaMembership(st *raftfsm.MetaState) {
 			non = append(non, id)
 		}
 	}
-	vm, ok1 := n.membersOf(voters, st)
-	nm, ok2 := n.membersOf(non, st)
+	vm, ok1 := c.membersOf(voters, st)
+	nm, ok2 := c.membersOf(non, st)
 	if !ok1 || !ok2 {
 		return
 	}
-	if _, err := n.meta.Reconcile(raftgroup.Membership{Voters: vm, Nonvoters: nm}, func(id string) bool {
-		return n.caughtUp(-1, id, status)
+	if _, err := c.cfg.Meta.Reconcile(raftgroup.Membership{Voters: vm, Nonvoters: nm}, func(id string) bool {
+		return c.caughtUp(-1, id, status)
 	}); err != nil {
-		n.log.Warn("meta membership step failed; will retry", "error", err)
+		c.log.Warn("meta membership step failed; will retry", "error", err)
 	}
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+func contains(ss []string, s string) bool { return slices.Contains(ss, s) }
 
 // balanceLeaders moves slot leadership toward dht.LeaderTargets: a few
 // transfers per pass, only for slots whose replicas match the placement.
-func (n *Node) balanceLeaders(ctx context.Context, st *raftfsm.MetaState) {
-	view := n.refreshView(ctx)
+func (c *Cluster) balanceLeaders(ctx context.Context, st *raftfsm.MetaState) {
+	view := c.RefreshView(ctx)
 	var up []string
 	for _, id := range alive(st) {
-		if _, ok := view.nodes[id]; ok {
+		if _, ok := view.Nodes[id]; ok {
 			up = append(up, id)
 		}
 	}
@@ -303,27 +287,27 @@ func (n *Node) balanceLeaders(ctx context.Context, st *raftfsm.MetaState) {
 		if !ok {
 			continue
 		}
-		cur := view.leaderOf(s)
+		cur := view.LeaderOf(s)
 		if cur == "" || cur == want {
 			continue
 		}
-		ls, ok := view.replica(cur, s)
+		ls, ok := view.Replica(cur, s)
 		if !ok || !contains(ls.Voters, want) || !sameSet(ls.Voters, st.Slots[s].Replicas) {
 			continue // membership still moving: leave leadership alone
 		}
-		fs, ok := view.replica(want, s)
+		fs, ok := view.Replica(want, s)
 		if !ok || !raftgroup.CaughtUp(ls.Status, fs.Status) {
 			continue
 		}
-		body, _ := json.Marshal(transferReq{Slot: s, To: want, Addr: n.addrOf(want)})
+		body, _ := json.Marshal(transferReq{Slot: s, To: want, Addr: c.AddrOf(want)})
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := n.rpc.Call(cctx, n.addrOf(cur), mTransfer, body)
+		_, err := c.cfg.Client.Call(cctx, c.AddrOf(cur), MethodTransfer, body)
 		cancel()
 		if err != nil {
-			n.log.Debug("leadership transfer failed", "slot", s, "from", cur, "to", want, "error", err)
+			c.log.Debug("leadership transfer failed", "slot", s, "from", cur, "to", want, "error", err)
 			continue
 		}
-		n.log.Info("moved slot leadership", "slot", s, "from", cur, "to", want)
+		c.log.Info("moved slot leadership", "slot", s, "from", cur, "to", want)
 		moved++
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -40,39 +40,39 @@ type member struct {
 // startSerf starts gossip on --serf-addr and joins --join. Serf keeps a
 // snapshot in the data directory, so a restarted node rejoins the members
 // it knew even without --join.
-func (n *Node) startSerf(httpAddr, bindAddr string) error {
-	host, portStr, err := net.SplitHostPort(n.cfg.SerfAddr)
+func (c *Cluster) startSerf() error {
+	host, portStr, err := net.SplitHostPort(c.cfg.SerfAddr)
 	if err != nil {
-		return fmt.Errorf("--serf-addr %q: %w", n.cfg.SerfAddr, err)
+		return fmt.Errorf("--serf-addr %q: %w", c.cfg.SerfAddr, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return fmt.Errorf("--serf-addr %q: bad port", n.cfg.SerfAddr)
+		return fmt.Errorf("--serf-addr %q: bad port", c.cfg.SerfAddr)
 	}
 	conf := serf.DefaultConfig()
 	conf.Init()
-	conf.NodeName = n.id.NodeID
+	conf.NodeName = c.cfg.NodeID
 	conf.Tags = map[string]string{
 		tagRole:   roleValue,
-		tagID:     n.id.NodeID,
-		tagHTTP:   httpAddr,
-		tagBind:   bindAddr,
-		tagExpect: strconv.Itoa(n.cfg.BootstrapExpect),
+		tagID:     c.cfg.NodeID,
+		tagHTTP:   c.cfg.HTTPAddr,
+		tagBind:   c.cfg.BindAddr,
+		tagExpect: strconv.Itoa(c.cfg.BootstrapExpect),
 	}
-	conf.EventCh = n.serfEvents
-	if err := os.MkdirAll(filepath.Join(n.cfg.DataDir, "serf"), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Join(n.cfg.DataDir, "serf"), err)
+	conf.EventCh = c.serfEvents
+	if err := os.MkdirAll(c.cfg.SerfDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", c.cfg.SerfDir, err)
 	}
-	conf.SnapshotPath = filepath.Join(n.cfg.DataDir, "serf", "snapshot")
+	conf.SnapshotPath = filepath.Join(c.cfg.SerfDir, "snapshot")
 	conf.RejoinAfterLeave = true
 	conf.ReconnectTimeout = 72 * time.Hour
-	logger := log.New(&slogLineWriter{log: n.log.With("component", "serf")}, "", 0)
+	logger := log.New(&slogLineWriter{log: c.log.With("component", "serf")}, "", 0)
 	conf.Logger = logger
 	ml := memberlist.DefaultLANConfig()
-	if n.cfg.FastGossip {
+	if c.cfg.FastGossip {
 		ml = memberlist.DefaultLocalConfig()
 	}
-	ml.Name = n.id.NodeID
+	ml.Name = c.cfg.NodeID
 	ml.BindAddr, ml.BindPort = host, port
 	if port != 0 {
 		ml.AdvertiseAddr, ml.AdvertisePort = host, port
@@ -81,29 +81,36 @@ func (n *Node) startSerf(httpAddr, bindAddr string) error {
 	conf.MemberlistConfig = ml
 	s, err := serf.Create(conf)
 	if err != nil {
-		return fmt.Errorf("start gossip on %s: %w", n.cfg.SerfAddr, err)
+		return fmt.Errorf("start gossip on %s: %w", c.cfg.SerfAddr, err)
 	}
-	n.serf = s
-	if len(n.cfg.Join) > 0 {
-		go n.joinLoop()
+	c.serf = s
+	if len(c.cfg.Join) > 0 {
+		// Not one of the loops StopLoops waits for: a join attempt can
+		// take seconds, and shutting serf down (LeaveGossip) is what cuts
+		// it short. LeaveGossip waits for it.
+		c.joinDone = make(chan struct{})
+		go func() {
+			defer close(c.joinDone)
+			c.joinLoop()
+		}()
 	}
 	return nil
 }
 
 // joinLoop retries --join until it reaches someone: members may start in
 // any order.
-func (n *Node) joinLoop() {
+func (c *Cluster) joinLoop() {
 	for attempt := 0; ; attempt++ {
-		joined, err := n.serf.Join(n.cfg.Join, true)
+		joined, err := c.serf.Join(c.cfg.Join, true)
 		if err == nil && joined > 0 {
-			n.log.Info("joined cluster gossip", "via", strings.Join(n.cfg.Join, ","), "reached", joined)
+			c.log.Info("joined cluster gossip", "via", strings.Join(c.cfg.Join, ","), "reached", joined)
 			return
 		}
 		if attempt%10 == 0 {
-			n.log.Warn("cannot reach any --join address yet; retrying", "join", strings.Join(n.cfg.Join, ","), "error", err)
+			c.log.Warn("cannot reach any --join address yet; retrying", "join", strings.Join(c.cfg.Join, ","), "error", err)
 		}
 		select {
-		case <-n.stop:
+		case <-c.stop:
 			return
 		case <-time.After(time.Second):
 		}
@@ -111,9 +118,12 @@ func (n *Node) joinLoop() {
 }
 
 // members lists the timemachine nodes serf knows.
-func (n *Node) members() []member {
+func (c *Cluster) members() []member {
+	if c.serf == nil {
+		return nil
+	}
 	var out []member
-	for _, m := range n.serf.Members() {
+	for _, m := range c.serf.Members() {
 		if m.Tags[tagRole] != roleValue {
 			continue
 		}
@@ -150,4 +160,31 @@ func (w *slogLineWriter) Write(p []byte) (int, error) {
 	}
 	w.log.Log(context.Background(), lvl, line)
 	return len(p), nil
+}
+
+// serfEventLoop turns gossip events into controller and reconciler
+// wake-ups.
+func (c *Cluster) serfEventLoop() {
+	for {
+		select {
+		case <-c.stop:
+			return
+		case e := <-c.serfEvents:
+			if _, ok := e.(serf.MemberEvent); ok {
+				c.kickController()
+				c.KickReconcile()
+			}
+		}
+	}
+}
+
+// aliveMembers are the timemachine nodes serf sees alive, with self.
+func (c *Cluster) aliveMembers() []member {
+	var out []member
+	for _, m := range c.members() {
+		if m.Status == serf.StatusAlive && m.ID != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }

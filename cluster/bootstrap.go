@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -11,24 +11,24 @@ import (
 )
 
 // bootstrapLoop forms the meta group when this node is one of the
-// --bootstrap-expect nodes of a new cluster (DESIGN.md decision 2).
+// --bootstrap-expect nodes of a new cluster (docs/architecture.md#forming).
 //
 // Every expected node computes the same voter set — the ids of the first N
 // members by id — and bootstraps with it; raft accepts identical
 // bootstraps. A node never bootstraps when any member already has meta
 // state (it joins an existing cluster and waits to be added), nor when it
 // was started with --join and --bootstrap-expect 1 (the way to say "join").
-func (n *Node) bootstrapLoop() {
-	has, err := n.meta.HasState()
+func (c *Cluster) bootstrapLoop() {
+	has, err := c.cfg.Meta.HasState()
 	if err != nil {
-		n.log.Error("cannot inspect the meta group's state", "error", err)
+		c.log.Error("cannot inspect the meta group's state", "error", err)
 		return
 	}
 	if has {
 		return
 	}
-	if len(n.cfg.Join) > 0 && n.cfg.BootstrapExpect <= 1 {
-		n.log.Info("waiting to be added to the cluster by its meta leader")
+	if len(c.cfg.Join) > 0 && c.cfg.BootstrapExpect <= 1 {
+		c.log.Info("waiting to be added to the cluster by its meta leader")
 		return
 	}
 	t := time.NewTicker(200 * time.Millisecond)
@@ -36,59 +36,59 @@ func (n *Node) bootstrapLoop() {
 	logged := time.Time{}
 	for {
 		select {
-		case <-n.stop:
+		case <-c.stop:
 			return
 		case <-t.C:
 		}
 		var alive []member
-		for _, m := range n.members() {
+		for _, m := range c.members() {
 			if m.Status == serf.StatusAlive && m.ID != "" && m.BindAddr != "" {
 				alive = append(alive, m)
 			}
 		}
-		if len(alive) < n.cfg.BootstrapExpect {
+		if len(alive) < c.cfg.BootstrapExpect {
 			if time.Since(logged) > 10*time.Second {
-				n.log.Info("waiting for nodes before forming the cluster", "have", len(alive), "bootstrap_expect", n.cfg.BootstrapExpect)
+				c.log.Info("waiting for nodes before forming the cluster", "have", len(alive), "bootstrap_expect", c.cfg.BootstrapExpect)
 				logged = time.Now()
 			}
 			continue
 		}
-		if n.anyPeerFormed(alive) {
-			n.log.Info("found an existing cluster; waiting to be added by its meta leader")
+		if c.anyPeerFormed(alive) {
+			c.log.Info("found an existing cluster; waiting to be added by its meta leader")
 			return
 		}
 		sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
-		voters := alive[:n.cfg.BootstrapExpect]
+		voters := alive[:c.cfg.BootstrapExpect]
 		self := false
 		servers := make([]raft.Server, 0, len(voters))
 		for _, m := range voters {
-			if m.ID == n.id.NodeID {
+			if m.ID == c.cfg.NodeID {
 				self = true
 			}
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.BindAddr)})
 		}
 		if !self {
-			n.log.Info("not among the first nodes of the new cluster; waiting to be added")
+			c.log.Info("not among the first nodes of the new cluster; waiting to be added")
 			return
 		}
-		if err := n.meta.Bootstrap(servers); err != nil {
-			n.log.Error("bootstrapping the meta group failed", "error", err)
+		if err := c.cfg.Meta.Bootstrap(servers); err != nil {
+			c.log.Error("bootstrapping the meta group failed", "error", err)
 			continue
 		}
-		n.log.Info("formed the meta group", "voters", len(servers))
+		c.log.Info("formed the meta group", "voters", len(servers))
 		return
 	}
 }
 
 // anyPeerFormed asks the other members whether they already hold meta
 // state.
-func (n *Node) anyPeerFormed(ms []member) bool {
+func (c *Cluster) anyPeerFormed(ms []member) bool {
 	for _, m := range ms {
-		if m.ID == n.id.NodeID {
+		if m.ID == c.cfg.NodeID {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		body, err := n.rpc.Call(ctx, m.BindAddr, mHasState, nil)
+		body, err := c.cfg.Client.Call(ctx, m.BindAddr, MethodHasState, nil)
 		cancel()
 		if err != nil {
 			continue // unreachable members cannot vote either way
@@ -99,19 +99,4 @@ func (n *Node) anyPeerFormed(ms []member) bool {
 		}
 	}
 	return false
-}
-
-// serfEventLoop turns gossip events into controller wake-ups.
-func (n *Node) serfEventLoop() {
-	for {
-		select {
-		case <-n.stop:
-			return
-		case e := <-n.serfEvents:
-			if _, ok := e.(serf.MemberEvent); ok {
-				n.kickController()
-				n.kickReconcile()
-			}
-		}
-	}
 }

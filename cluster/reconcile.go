@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/forward"
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/slot"
+)
+
+// reconcileLoop makes this node's slot replicas match the slot table
+// (level-triggered: every pass derives what to do from the current state,
+// so a crash midway needs no recovery): open the replicas this node should
+// hold, retire those it should not once their group let them go, and, for
+// the slots it leads, take the next membership step.
+func (c *Cluster) reconcileLoop() {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.kick:
+		case <-t.C:
+		}
+		c.reconcileOnce()
+	}
+}
+
+func (c *Cluster) reconcileOnce() {
+	st := c.cfg.Meta.State()
+	if !st.Formed() || !c.cfg.Meta.CaughtUp() {
+		return
+	}
+	if err := c.adoptSlotCount(st.SlotCount); err != nil {
+		c.log.Error("slot count mismatch", "error", err)
+		return
+	}
+	self := c.cfg.NodeID
+	for s := 0; s < st.SlotCount; s++ {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		e := st.Slots[s]
+		want := e.Has(self)
+		r := c.cfg.Slots.Get(s)
+		if r != nil && r.Removed() {
+			// Raft shut the replica down: the group removed it.
+			c.dropReplica(s, r, !want)
+			if !want {
+				continue
+			}
+			r = nil
+		}
+		switch {
+		case r == nil && want:
+			c.openReplica(s, e, st)
+		case r != nil && r.IsLeader():
+			c.stepMembership(s, r, e, st)
+		case r != nil && !want:
+			c.maybeRetire(s, r)
+		}
+	}
+}
+
+// adoptSlotCount records the cluster's slot count in the data directory
+// the first time this node sees the meta state (a node that joined an
+// existing cluster takes its slot count).
+func (c *Cluster) adoptSlotCount(count int) error {
+	if int(c.slotCount.Load()) == count {
+		return nil
+	}
+	if n := c.cfg.Slots.Len(); n > 0 {
+		return fmt.Errorf("this node holds replicas of %d slots but the cluster has %d", c.slotCount.Load(), count)
+	}
+	if err := c.cfg.AdoptSlotCount(count); err != nil {
+		return err
+	}
+	c.slotCount.Store(int64(count))
+	return nil
+}
+
+// openExisting opens the slot replicas whose data is on disk.
+func (c *Cluster) openExisting() {
+	for s := 0; s < int(c.slotCount.Load()); s++ {
+		if c.cfg.HasSlotData(s) {
+			c.openReplica(s, model.SlotEntry{}, nil)
+		}
+	}
+}
+
+func (c *Cluster) membersOf(ids []string, st *raftfsm.MetaState) ([]raftgroup.Member, bool) {
+	out := make([]raftgroup.Member, 0, len(ids))
+	for _, id := range ids {
+		addr := ""
+		if nd, ok := st.Nodes[id]; ok {
+			addr = nd.BindAddr
+		}
+		if id == c.cfg.NodeID {
+			addr = c.cfg.BindAddr
+		}
+		if addr == "" {
+			return nil, false
+		}
+		out = append(out, raftgroup.Member{ID: id, Addr: addr})
+	}
+	return out, true
+}
+
+func (c *Cluster) openReplica(s int, e model.SlotEntry, st *raftfsm.MetaState) {
+	r, err := c.cfg.OpenSlot(s)
+	if err != nil {
+		c.log.Error("opening slot replica failed; will retry", "slot", s, "error", err)
+		return
+	}
+	// Only the placement the cluster formed with bootstraps a group; later
+	// replicas start empty and are added by the slot's leader.
+	if e.Epoch == 1 {
+		members, ok := c.membersOf(e.Replicas, st)
+		if ok {
+			servers := make([]raft.Server, len(members))
+			for i, m := range members {
+				servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Addr)}
+			}
+			if err := r.Bootstrap(servers); err != nil {
+				c.log.Error("bootstrapping slot failed", "slot", s, "error", err)
+			}
+		}
+	}
+	c.cfg.Slots.Put(s, r)
+	c.log.Debug("opened slot replica", "slot", s, "epoch", e.Epoch)
+}
+
+// dropReplica closes a local replica and, when destroy is set, deletes its
+// data (the slot moved away).
+func (c *Cluster) dropReplica(s int, r *slot.Replica, destroy bool) {
+	c.cfg.Slots.Remove(s, r)
+	if err := r.Close(); err != nil {
+		c.log.Warn("closing slot replica", "slot", s, "error", err)
+	}
+	if destroy {
+		if err := r.Destroy(); err != nil {
+			c.log.Error("deleting a moved slot's data failed", "slot", s, "error", err)
+			return
+		}
+		c.log.Info("slot moved away; local replica deleted", "slot", s)
+	}
+}
+
+// maybeRetire deletes a replica this node should no longer hold once its
+// group's leader confirms it is out of the configuration. Until then it
+// keeps serving: it may still be needed for a quorum.
+func (c *Cluster) maybeRetire(s int, r *slot.Replica) {
+	leader, _ := r.Leader()
+	if leader == "" {
+		if st := r.Status(); !st.Member {
+			c.dropReplica(s, r, true)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	body, err := c.cfg.Client.Call(ctx, c.AddrOf(leader), MethodSlotStatus, forward.SlotBody(s, nil))
+	if err != nil {
+		return
+	}
+	var ls raftgroup.Status
+	if json.Unmarshal(body, &ls) != nil || ls.State != raft.Leader.String() {
+		return
+	}
+	for _, id := range append(ls.Voters, ls.Nonvoters...) {
+		if id == c.cfg.NodeID {
+			return
+		}
+	}
+	c.dropReplica(s, r, true)
+}
+
+// stepMembership takes the next membership step of a slot this node leads.
+func (c *Cluster) stepMembership(s int, r *slot.Replica, e model.SlotEntry, st *raftfsm.MetaState) {
+	voters, ok := c.membersOf(e.Replicas, st)
+	if !ok || len(voters) == 0 {
+		return
+	}
+	leader := r.Status()
+	step, err := r.Reconcile(raftgroup.Membership{Voters: voters}, func(id string) bool {
+		return c.caughtUp(s, id, leader)
+	})
+	if err != nil {
+		c.log.Warn("slot membership step failed; will retry", "slot", s, "step", step.String(), "error", err)
+	}
+}
+
+// caughtUp asks a replica how far it is and compares with the leader (s is
+// -1 for the meta group).
+func (c *Cluster) caughtUp(s int, id string, leader raftgroup.Status) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var body []byte
+	var err error
+	if s < 0 {
+		body, err = c.cfg.Client.Call(ctx, c.AddrOf(id), MethodMetaStatus, nil)
+	} else {
+		body, err = c.cfg.Client.Call(ctx, c.AddrOf(id), MethodSlotStatus, forward.SlotBody(s, nil))
+	}
+	if err != nil {
+		return false
+	}
+	var fs raftgroup.Status
+	if json.Unmarshal(body, &fs) != nil {
+		return false
+	}
+	return raftgroup.CaughtUp(leader, fs)
+}

@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftgroup"
+)
+
+// NodeStatus is one node's report of itself and its replicas, as it
+// travels between nodes (JSON).
+type NodeStatus struct {
+	ID       string                   `json:"id"`
+	HTTPAddr string                   `json:"http_addr"`
+	Meta     raftgroup.Status         `json:"meta"`
+	Slots    map[int]SlotReplicaState `json:"slots"`
+}
+
+// SlotReplicaState is what a node reports about one of its slot replicas.
+type SlotReplicaState struct {
+	raftgroup.Status
+	Pending int64 `json:"pending"`
+}
+
+// View is what the nodes reported about themselves: the ground truth of
+// who leads what, which /v1/cluster, /readyz and the controller's
+// leadership balancing read. Any node can build it.
+type View struct {
+	At    time.Time
+	Nodes map[string]NodeStatus
+}
+
+// LeaderOf is the node whose replica says it leads slot s (the one with
+// the highest term if, in a transition, two say so).
+func (v View) LeaderOf(s int) string {
+	best, term := "", uint64(0)
+	for id, ns := range v.Nodes {
+		if r, ok := ns.Slots[s]; ok && r.State == raft.Leader.String() && (best == "" || r.Term >= term) {
+			best, term = id, r.Term
+		}
+	}
+	return best
+}
+
+// Replica is what node reported about its replica of slot s.
+func (v View) Replica(node string, s int) (SlotReplicaState, bool) {
+	ns, ok := v.Nodes[node]
+	if !ok {
+		return SlotReplicaState{}, false
+	}
+	r, ok := ns.Slots[s]
+	return r, ok
+}
+
+// viewCache keeps the last view, refreshed in the background.
+type viewCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	nodes map[string]NodeStatus
+}
+
+func (c *Cluster) viewLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c.RefreshView(ctx)
+		cancel()
+	}
+}
+
+// CachedView returns the last view if it is fresh enough, else refreshes.
+// This node's own part is always read fresh: it costs nothing and keeps a
+// single node's /v1/cluster exactly in step with its /readyz.
+func (c *Cluster) CachedView(ctx context.Context, maxAge time.Duration) View {
+	c.view.mu.Lock()
+	if time.Since(c.view.at) < maxAge {
+		nodes := make(map[string]NodeStatus, len(c.view.nodes)+1)
+		maps.Copy(nodes, c.view.nodes)
+		at := c.view.at
+		c.view.mu.Unlock()
+		nodes[c.cfg.NodeID] = c.localStatus()
+		return View{At: at, Nodes: nodes}
+	}
+	c.view.mu.Unlock()
+	return c.RefreshView(ctx)
+}
+
+// RefreshView asks every known node for its status (in parallel, bounded
+// by ctx) and keeps the answers.
+func (c *Cluster) RefreshView(ctx context.Context) View {
+	st := c.cfg.Meta.State()
+	addrs := map[string]string{}
+	for _, nd := range st.NodeList() {
+		if nd.Status != model.NodeLeft {
+			addrs[nd.ID] = nd.BindAddr
+		}
+	}
+	for _, m := range c.aliveMembers() {
+		if _, ok := addrs[m.ID]; !ok {
+			addrs[m.ID] = m.BindAddr
+		}
+	}
+	out := map[string]NodeStatus{c.cfg.NodeID: c.localStatus()}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id, addr := range addrs {
+		if id == c.cfg.NodeID || addr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func(id, addr string) {
+			defer wg.Done()
+			body, err := c.cfg.Client.Call(ctx, addr, MethodNodeStatus, nil)
+			if err != nil {
+				return
+			}
+			var ns NodeStatus
+			if json.Unmarshal(body, &ns) == nil {
+				mu.Lock()
+				out[id] = ns
+				mu.Unlock()
+			}
+		}(id, addr)
+	}
+	wg.Wait()
+	v := View{At: time.Now(), Nodes: out}
+	c.view.mu.Lock()
+	c.view.at, c.view.nodes = v.At, v.Nodes
+	c.view.mu.Unlock()
+	return v
+}
+
+// localStatus reports this node and its replicas.
+func (c *Cluster) localStatus() NodeStatus {
+	st := NodeStatus{ID: c.cfg.NodeID, HTTPAddr: c.cfg.HTTPAddr, Meta: c.cfg.Meta.Status(), Slots: map[int]SlotReplicaState{}}
+	for _, r := range c.cfg.Slots.All() {
+		st.Slots[r.Slot()] = SlotReplicaState{Status: r.Status(), Pending: r.Stats().Pending}
+	}
+	return st
+}

@@ -1,0 +1,49 @@
+package node
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/timemachine-db/timemachine/slot"
+)
+
+// slotDir is where a slot replica keeps its raft snapshots.
+func (n *Node) slotDir(s int) string {
+	return filepath.Join(n.cfg.DataDir, "raft", fmt.Sprintf("slot-%04d", s))
+}
+
+// hasSlotData reports whether this node holds data of slot s.
+func (n *Node) hasSlotData(s int) bool {
+	_, err := os.Stat(n.slotDir(s))
+	return err == nil
+}
+
+// openSlot opens this node's replica of slot s over the node's storage,
+// internal port, deliverer and fire pool (the cluster's reconciler decides
+// when, and registers it).
+func (n *Node) openSlot(s int) (*slot.Replica, error) {
+	stream, err := n.mux.StreamLayer(uint16(s), nil)
+	if err != nil {
+		return nil, fmt.Errorf("slot %d transport: %w", s, err)
+	}
+	stream.Dialer = n.cfg.MuxDialer
+	r, err := slot.Open(slot.Config{
+		Slot: s, NodeID: n.id.NodeID, Dir: n.slotDir(s),
+		LogDB: n.logDB, DB: n.db, Stream: stream, Meta: n.meta.State, Deliverer: n.dlv, Metrics: n.metrics,
+		Logger: n.log, RaftLogLevel: n.cfg.RaftLogLevel, Clock: n.cfg.Clock, Timing: n.cfg.Timing,
+		FireSlots: n.fireSlots, MaintenanceInterval: n.cfg.MaintenanceInterval, OnFatal: n.onFatal,
+		MetaReady: n.meta.WaitCaughtUp,
+	})
+	if err != nil {
+		_ = stream.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// adoptSlotCount records the cluster's slot count in node.json.
+func (n *Node) adoptSlotCount(count int) error {
+	n.id.SlotCount = count
+	return writeFileAtomic(filepath.Join(n.cfg.DataDir, identityFile), n.id)
+}

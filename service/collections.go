@@ -1,0 +1,116 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+)
+
+// PutCollection creates (created=true) or replaces a collection.
+func (s *Service) PutCollection(ctx context.Context, c model.Collection) (bool, error) {
+	res, err := s.fwd.ProposeMeta(ctx, &raftfsm.PutCollection{C: c, Now: s.now()})
+	if err != nil {
+		return false, fail(err)
+	}
+	switch res[0].Code {
+	case model.CodeRejected:
+		return false, model.Conflict("collection %q is being deleted; wait for the deletion to finish, then create it again", c.Name)
+	case model.CodeCreated:
+		return true, nil
+	}
+	return false, nil
+}
+
+// GetCollection returns a collection's configuration.
+func (s *Service) GetCollection(ctx context.Context, name string) (*model.Collection, error) {
+	c, ok := s.meta.State().Collection(name)
+	if !ok {
+		st, err := s.catchUp(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c, ok = st.Collection(name)
+	}
+	if !ok {
+		return nil, model.NotFound("collection %q does not exist", name)
+	}
+	return c, nil
+}
+
+// ListCollections lists every collection, the implicit default included.
+func (s *Service) ListCollections(ctx context.Context) ([]*model.Collection, error) {
+	return s.meta.State().CollectionList(), nil
+}
+
+// DeleteCollection marks the collection as deleting (no new jobs), purges
+// its jobs from every slot, then forgets it. Each step is idempotent, so a
+// failed deletion is finished by calling DELETE again, and a node restart
+// resumes it (ResumeDeletions).
+func (s *Service) DeleteCollection(ctx context.Context, name string) error {
+	if name == model.DefaultCollection {
+		return model.Invalid("the default collection cannot be deleted; delete its jobs instead")
+	}
+	if _, ok := s.meta.State().Collection(name); !ok {
+		return model.NotFound("collection %q does not exist", name)
+	}
+	res, err := s.fwd.ProposeMeta(ctx, &raftfsm.MarkCollectionDeleting{Name: name, Now: s.now()})
+	if err != nil {
+		return fail(err)
+	}
+	if res[0].Code == model.CodeNotFound {
+		return model.NotFound("collection %q does not exist", name)
+	}
+	return s.finishDeletion(ctx, name)
+}
+
+func (s *Service) finishDeletion(ctx context.Context, name string) error {
+	count := s.slotCount()
+	var wg sync.WaitGroup
+	errs := make([]error, count)
+	for sl := 0; sl < count; sl++ {
+		wg.Add(1)
+		go func(sl int) {
+			defer wg.Done()
+			for {
+				res, err := s.fwd.ProposeSlot(ctx, sl, &raftfsm.PurgeCollection{Coll: name, Limit: 5000})
+				if err != nil {
+					errs[sl] = err
+					return
+				}
+				if !res[0].More {
+					return
+				}
+			}
+		}(sl)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fail(fmt.Errorf("purging collection %q (retry the DELETE to finish it): %w", name, err))
+	}
+	if _, err := s.fwd.ProposeMeta(ctx, &raftfsm.ForgetCollection{Name: name}); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// ResumeDeletions finishes the collection deletions a restart cut short.
+// The node runs it once the cluster is ready, on the meta leader; it
+// returns when ctx ends.
+func (s *Service) ResumeDeletions(ctx context.Context) {
+	if err := s.cluster.WaitReady(ctx); err != nil || !s.meta.IsLeader() {
+		return
+	}
+	for _, c := range s.meta.State().CollectionList() {
+		if !c.Deleting {
+			continue
+		}
+		s.log.Info("resuming deletion of collection", "collection", c.Name)
+		if err := s.finishDeletion(ctx, c.Name); err != nil {
+			s.log.Warn("resuming collection deletion failed; retry DELETE /v1/collections/"+c.Name, "error", err)
+		}
+	}
+}

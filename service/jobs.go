@@ -1,0 +1,198 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+)
+
+// CreateJobs creates jobs (POST semantics). The collection and the routes
+// the jobs name must exist; the jobs are stamped with the time, grouped by
+// slot, and each slot's group goes to its leader as one proposal, the
+// slots committing in parallel. Results are in input order; an input that
+// already carries a validation error is passed through.
+func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInput) ([]model.JobResult, error) {
+	_, st, err := s.liveCollection(ctx, coll)
+	if err != nil {
+		return nil, err
+	}
+	if !routesKnown(st, in) {
+		if st, err = s.catchUp(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]model.JobResult, len(in))
+	now := s.now()
+	bySlot := map[int][]int{}
+	for i := range in {
+		x := &in[i]
+		out[i].ID = x.ID
+		if x.Err != nil {
+			out[i].Err = x.Err
+			continue
+		}
+		if x.Spec.Route != "" {
+			if _, ok := st.Route(x.Spec.Route); !ok {
+				out[i].Err = routeMissing(x.Spec.Route)
+				continue
+			}
+		}
+		sl := s.slotOf(coll, x.ID)
+		bySlot[sl] = append(bySlot[sl], i)
+	}
+	var wg sync.WaitGroup
+	for sl, idx := range bySlot {
+		wg.Add(1)
+		go func(sl int, idx []int) {
+			defer wg.Done()
+			cmds := make([]raftfsm.Command, len(idx))
+			for k, i := range idx {
+				cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
+			}
+			res, err := s.fwd.ProposeSlot(ctx, sl, cmds...)
+			if err != nil {
+				e := toModel(err)
+				for _, i := range idx {
+					out[i].Err = e
+				}
+				return
+			}
+			created := 0
+			for k, i := range idx {
+				out[i].Code, out[i].Job = res[k].Code, res[k].Job
+				if res[k].Code == model.CodeCreated {
+					created++
+				}
+			}
+			s.created(created)
+		}(sl, idx)
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// UpsertJob creates or replaces a job (PUT semantics); ifMatch, when not
+// zero, must be the job's current version.
+func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.JobSpec, ifMatch uint64) (model.Result, error) {
+	_, st, err := s.liveCollection(ctx, coll)
+	if err != nil {
+		return model.Result{}, err
+	}
+	if spec.Route != "" {
+		if _, ok := st.Route(spec.Route); !ok {
+			if st, err = s.catchUp(ctx); err != nil {
+				return model.Result{}, err
+			}
+		}
+		if _, ok := st.Route(spec.Route); !ok {
+			return model.Result{}, routeMissing(spec.Route)
+		}
+	}
+	res, err := s.fwd.ProposeSlot(ctx, s.slotOf(coll, id), &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()})
+	if err != nil {
+		return model.Result{}, fail(err)
+	}
+	switch res[0].Code {
+	case model.CodePreconditionFailed:
+		if res[0].Job == nil {
+			return res[0], model.PreconditionFailed("If-Match: %d, but job %q does not exist", ifMatch, id)
+		}
+		return res[0], model.PreconditionFailed("If-Match: %d, but job %q is at version %d; read it again and retry", ifMatch, id, res[0].Job.Version)
+	case model.CodeCreated:
+		s.created(1)
+	}
+	return res[0], nil
+}
+
+// GetJob reads a job on its slot's leader, so a client reads its own
+// writes through any node.
+func (s *Service) GetJob(ctx context.Context, coll, id string) (*model.Job, error) {
+	if _, err := s.knownCollection(ctx, coll); err != nil {
+		return nil, err
+	}
+	j, ok, err := s.fwd.GetJob(ctx, s.slotOf(coll, id), coll, id)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if !ok {
+		return nil, model.NotFound("job %q does not exist in collection %q (finished jobs are removed after the collection's retention)", id, coll)
+	}
+	return j, nil
+}
+
+// DeleteJob removes a job.
+func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
+	if _, err := s.knownCollection(ctx, coll); err != nil {
+		return err
+	}
+	res, err := s.fwd.ProposeSlot(ctx, s.slotOf(coll, id), &raftfsm.Delete{Coll: coll, ID: id})
+	if err != nil {
+		return fail(err)
+	}
+	if res[0].Code == model.CodeNotFound {
+		return model.NotFound("job %q does not exist in collection %q", id, coll)
+	}
+	return nil
+}
+
+// ListJobs lists a collection's jobs: every slot lists its part in order
+// and the pages are merged. A slot that stopped early (its page limit or
+// scan budget) bounds how far the merged page can go, so the next cursor
+// never skips a job.
+func (s *Service) ListJobs(ctx context.Context, q model.ListQuery) ([]*model.Job, *model.ListPos, error) {
+	if _, err := s.knownCollection(ctx, q.Coll); err != nil {
+		return nil, nil, err
+	}
+	count := s.slotCount()
+	pages := make([]model.ListPage, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for sl := 0; sl < count; sl++ {
+		wg.Add(1)
+		go func(sl int) {
+			defer wg.Done()
+			pages[sl], errs[sl] = s.fwd.ListSlot(ctx, sl, q)
+		}(sl)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, fail(err)
+	}
+	jobs, next := mergePages(pages, q.Limit)
+	return jobs, next, nil
+}
+
+// mergePages merges per-slot pages (each ordered) into one page of at
+// most limit jobs and the position to continue from (nil at the end).
+func mergePages(pages []model.ListPage, limit int) ([]*model.Job, *model.ListPos) {
+	var bound *model.ListPos
+	var all []*model.Job
+	for i := range pages {
+		p := &pages[i]
+		all = append(all, p.Jobs...)
+		if p.Stopped && (bound == nil || p.Pos.Less(*bound)) {
+			pos := p.Pos
+			bound = &pos
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		return model.ListPos{Trigger: all[i].TriggerTime, ID: all[i].ID}.Less(model.ListPos{Trigger: all[j].TriggerTime, ID: all[j].ID})
+	})
+	var out []*model.Job
+	for _, j := range all {
+		pos := model.ListPos{Trigger: j.TriggerTime, ID: j.ID}
+		if bound != nil && bound.Less(pos) {
+			break
+		}
+		if len(out) == limit {
+			last := out[len(out)-1]
+			return out, &model.ListPos{Trigger: last.TriggerTime, ID: last.ID}
+		}
+		out = append(out, j)
+	}
+	return out, bound
+}

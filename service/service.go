@@ -1,0 +1,107 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/timemachine-db/timemachine/cluster"
+	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/forward"
+	"github.com/timemachine-db/timemachine/meta"
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
+)
+
+// Config wires a Service.
+type Config struct {
+	Meta    *meta.Replica
+	Forward *forward.Forwarder
+	Cluster *cluster.Cluster
+	// Clock stamps commands with the time (time.Now).
+	Clock func() time.Time
+	// OnCreated, if set, counts jobs created (metrics).
+	OnCreated func(n int)
+	Logger    *slog.Logger
+}
+
+// Service is the API's backend on a node.
+type Service struct {
+	meta    *meta.Replica
+	fwd     *forward.Forwarder
+	cluster *cluster.Cluster
+	clock   func() time.Time
+	created func(n int)
+	log     *slog.Logger
+}
+
+// New returns a Service.
+func New(cfg Config) *Service {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.OnCreated == nil {
+		cfg.OnCreated = func(int) {}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{meta: cfg.Meta, fwd: cfg.Forward, cluster: cfg.Cluster, clock: cfg.Clock, created: cfg.OnCreated, log: cfg.Logger}
+}
+
+func (s *Service) now() int64 { return s.clock().UnixMilli() }
+
+func (s *Service) slotCount() int { return s.cluster.SlotCount() }
+
+func (s *Service) slotOf(coll, id string) int { return dht.SlotOf(coll, id, s.slotCount()) }
+
+const retrySoon = time.Second
+
+// toModel turns an internal error into the domain error a client can act
+// on; a *model.Error stands for itself.
+func toModel(err error) *model.Error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := model.AsError(err); ok {
+		return e
+	}
+	switch {
+	case errors.Is(err, forward.ErrMetaUnavailable):
+		return model.Unavailable(retrySoon, "%v; retry shortly", err)
+	case errors.Is(err, forward.ErrMetaBehind):
+		return errMetaBehind()
+	case errors.Is(err, raftgroup.ErrNotLeader):
+		return model.Unavailable(retrySoon, "the slot has no leader right now (an election is in progress); retry shortly")
+	case errors.Is(err, raftgroup.ErrUnknownOutcome):
+		return model.Unavailable(retrySoon, "the slot's leader changed while the write was in flight, so it may or may not have been applied; retrying the same request is safe")
+	case errors.Is(err, raftgroup.ErrClosed):
+		return model.Unavailable(retrySoon, "this node is shutting down; send the request to another node")
+	case errors.Is(err, raftgroup.ErrOverloaded):
+		return model.Overloaded(retrySoon, "the slot's write queue is full; slow down and retry")
+	case errors.Is(err, raftfsm.ErrStopped):
+		return model.Unavailable(5*time.Second, "the slot stopped after a storage failure on this node; see its log")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return model.Unavailable(retrySoon, "the request timed out inside the cluster (%v); its outcome is unknown, retrying the same request is safe", err)
+	}
+	return model.Internal("%v", err)
+}
+
+// fail is toModel as an error (a nil *model.Error must not become a
+// non-nil error).
+func fail(err error) error {
+	if e := toModel(err); e != nil {
+		return e
+	}
+	return nil
+}
+
+// errMetaBehind: this node cannot tell whether a collection or route
+// exists, because its copy of the meta state is not current (it is
+// starting, or cut off from the meta leader). Answering 404 then would be
+// a lie a client would act on; unavailable makes it retry.
+func errMetaBehind() *model.Error {
+	return model.Unavailable(retrySoon, "this node is still loading the cluster's configuration (collections, routes); retry shortly")
+}
