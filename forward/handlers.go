@@ -45,7 +45,9 @@ func (f *Forwarder) local(m peer.Method) peer.HandlerFunc {
 	case MethodMetaIndex:
 		return f.serveMetaIndex
 	}
-	return func(context.Context, []byte) ([]byte, error) { return nil, fmt.Errorf("forward: method %d is not forwarded", m) }
+	return func(context.Context, []byte) ([]byte, error) {
+		return nil, fmt.Errorf("forward: method %d is not forwarded", m)
+	}
 }
 
 func (f *Forwarder) serveProposeSlot(ctx context.Context, body []byte) ([]byte, error) {
