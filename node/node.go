@@ -95,7 +95,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.log = n.log.With("node", n.id.NodeID)
 	n.log.Info("starting", "data_dir", cfg.DataDir, "http_addr", cfg.HTTPAddr, "bind_addr", cfg.BindAddr, "serf_addr", cfg.SerfAddr)
 
-	if n.db, err = storage.Open(filepath.Join(cfg.DataDir, "pebble"), storage.Options{CacheBytes: cfg.CacheBytes, Logger: n.log}); err != nil {
+	if n.db, err = storage.Open(filepath.Join(cfg.DataDir, "pebble"), storage.Options{CacheBytes: cfg.CacheBytes, Logger: n.log, OnFatal: n.onFatal}); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o755); err != nil {
@@ -258,7 +258,10 @@ func (n *Node) BindAddr() string { return n.mux.Addr().String() }
 // Service is the node's API backend (the HTTP API calls it; tests too).
 func (n *Node) Service() *service.Service { return n.svc }
 
-// Fatal delivers a storage failure after which the node must stop.
+// Fatal delivers a storage failure after which the node must stop: a slot
+// replica's state write failed, or Pebble failed (the error then wraps
+// storage.ErrFatal, and storage must not be touched again — not even by
+// Close).
 func (n *Node) Fatal() <-chan error { return n.fatal }
 
 func (n *Node) onFatal(err error) {

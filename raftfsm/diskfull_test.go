@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,7 +21,10 @@ import (
 // durable: state-machine writes are unsynced and the raft log (a separate,
 // synced file) still holds them, and the first sync that fails — at the
 // latest the one a snapshot makes before raft may truncate its log — is
-// fatal. The scenario runs in a child process because the stop is an exit.
+// fatal. Storage reports it (the message, then Options.OnFatal with an
+// error wrapping storage.ErrFatal) and never returns into Pebble; the child
+// exits as cmd/timemachine does for storage.ErrFatal (status 70). The
+// scenario runs in a child process because the stop is an exit.
 func TestFullDiskStopsTheNode(t *testing.T) {
 	if os.Getenv("TIMEMACHINE_FULLDISK_CHILD") == "1" {
 		fullDiskScenario(t)
@@ -48,7 +52,13 @@ func fullDiskScenario(t *testing.T) {
 		}
 		return nil
 	}))
-	db, err := storage.Open("db", storage.Options{FS: fs, CacheBytes: 1 << 20})
+	db, err := storage.Open("db", storage.Options{FS: fs, CacheBytes: 1 << 20, OnFatal: func(err error) {
+		if errors.Is(err, storage.ErrFatal) && strings.Contains(err.Error(), "no space left on device") {
+			os.Exit(70) // what cmd/timemachine does with a storage.ErrFatal from Node.Fatal
+		}
+		fmt.Fprintf(os.Stderr, "OnFatal got %v, not a storage.ErrFatal about the full disk\n", err)
+		os.Exit(1)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func (t Timing) orDefault() Timing {
 
 // Config configures one raft group replica.
 type Config struct {
-	Name         string // for logs and the shared log's bucket: "slot-3", "meta"
+	Name         string // for logs, and the key prefix in the shared log file: "slot-3", "meta"
 	NodeID       string // raft ServerID of this replica
 	Dir          string // snapshots (and, without LogDB, the raft-boltdb file)
 	Stream       raft.StreamLayer

@@ -52,7 +52,7 @@ type Config struct {
 	// Dir holds this replica's raft snapshots.
 	Dir string
 	// LogDB is the node's shared raft log file; this replica's log lives in
-	// a bucket of it.
+	// it, under keys prefixed by the replica's group name.
 	LogDB  *storage.RaftLogDB
 	DB     *storage.DB
 	Stream raft.StreamLayer
@@ -683,7 +683,8 @@ func (r *Replica) Status() raftgroup.Status {
 func (r *Replica) Removed() bool { return r.g.Removed() }
 
 // Destroy deletes the replica's data after Close: its key span in Pebble,
-// its raft log bucket and its snapshots. Used when the slot moved away.
+// its raft log and stable state in the shared log file, and its
+// snapshots. Used when the slot moved away.
 func (r *Replica) Destroy() error {
 	var errs []error
 	if err := r.db.DeleteSlot(r.slot); err != nil {

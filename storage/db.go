@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -25,7 +24,19 @@ type Options struct {
 	FS vfs.FS
 	// Logger receives Pebble's own log lines. Default slog.Default().
 	Logger *slog.Logger
+	// OnFatal is called (once per failure) when Pebble reports an
+	// unrecoverable error — corruption, a WAL write or sync that failed,
+	// typically on a full disk. Carrying on could acknowledge writes that
+	// are not durable, so the node must stop; the error wraps ErrFatal.
+	// Pebble requires its Fatalf not to return: after OnFatal the
+	// reporting goroutine blocks forever, and the database must not be
+	// used (or closed) again. Without OnFatal it just blocks.
+	OnFatal func(error)
 }
+
+// ErrFatal marks the errors Options.OnFatal receives: storage failed and
+// the process must stop without using it again.
+var ErrFatal = errors.New("storage failed")
 
 // DB is the node's single Pebble instance.
 type DB struct {
@@ -56,7 +67,7 @@ func Open(dir string, o Options) (*DB, error) {
 		L0StopWritesThreshold:       24,
 		LBaseMaxBytes:               64 << 20,
 		FormatMajorVersion:          pebble.FormatNewest,
-		Logger:                      pebbleLogger{lg},
+		Logger:                      pebbleLogger{l: lg, onFatal: o.OnFatal},
 		FS:                          o.FS,
 	}
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
@@ -338,7 +349,10 @@ func (i *Iter) Close() error {
 	return nil
 }
 
-type pebbleLogger struct{ l *slog.Logger }
+type pebbleLogger struct {
+	l       *slog.Logger
+	onFatal func(error)
+}
 
 func (p pebbleLogger) Infof(format string, args ...interface{}) {
 	p.l.Debug(fmt.Sprintf(format, args...))
@@ -350,8 +364,14 @@ func (p pebbleLogger) Errorf(format string, args ...interface{}) {
 
 // Fatalf is called by Pebble on an unrecoverable error (corruption, a
 // failed sync): carrying on would risk acknowledging writes that are gone.
+// It reports the failure and never returns, as Pebble requires; stopping
+// the process is the caller's (OnFatal) business.
 func (p pebbleLogger) Fatalf(format string, args ...interface{}) {
+	msg := fmt.Sprintf(format, args...)
 	p.l.Error("storage failed; the node stops to protect acknowledged data. Check the disk (space, errors in dmesg), then restart the node; if the files are corrupt, move the data directory aside and let it re-replicate or restore it from a backup",
-		"error", fmt.Sprintf(format, args...))
-	os.Exit(70)
+		"error", msg)
+	if p.onFatal != nil {
+		p.onFatal(fmt.Errorf("%w: %s", ErrFatal, msg))
+	}
+	select {} // Pebble's state is unknown past this point: never return into it
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // RaftLogDB holds the raft logs and stable state of every slot replica on
-// the node in one bolt file, one bucket per group, and commits the writes of
-// all groups together.
+// the node in one bolt file — two buckets shared by all groups, keys
+// prefixed by the group's name — and commits the writes of all groups
+// together.
 //
 // Why not one raft-boltdb file per slot: every bolt commit costs two
 // fdatasyncs and, measured on the 2-core machine of docs/benchmarks.md,

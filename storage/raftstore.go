@@ -54,8 +54,8 @@ func OpenRaftStores(dir string, logOutput io.Writer) (*RaftStores, error) {
 }
 
 // OpenGroupStores gives a raft group its log and stable state inside the
-// node's shared RaftLogDB (bucket name) and its own file snapshot store
-// under dir.
+// node's shared RaftLogDB (its keys there are prefixed by name) and its own
+// file snapshot store under dir.
 func OpenGroupStores(db *RaftLogDB, name, dir string, logOutput io.Writer) (*RaftStores, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create raft dir %s: %w", dir, err)

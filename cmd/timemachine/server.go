@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/timemachine-db/timemachine/node"
+	"github.com/timemachine-db/timemachine/storage"
 )
 
 func newServerCmd() *cobra.Command {
@@ -90,8 +92,28 @@ func tuneGC() {
 	}
 }
 
+// Exit statuses of the server besides 0 (a clean stop) and 1 (an error).
+const (
+	// exitStorageFatal: Pebble failed (a full disk, corruption); the node
+	// stopped without closing storage (docs/operations.md#failures).
+	exitStorageFatal = 70
+)
+
+// fatalExit is what the process does with an error from Node.Fatal: the
+// exit status, and whether to close the node first. After a Pebble failure
+// storage must not be touched again (a close could wait forever on the
+// goroutine Pebble blocked in), so the process exits at once; after a
+// slot's state write failed the rest of the node can still hand its
+// leaderships away.
+func fatalExit(err error) (code int, closeFirst bool) {
+	if errors.Is(err, storage.ErrFatal) {
+		return exitStorageFatal, false
+	}
+	return 1, true
+}
+
 // runServer runs a node until SIGINT/SIGTERM (a clean stop, exit 0) or a
-// storage failure (exit 1).
+// storage failure (exit 70 or 1, see fatalExit).
 func runServer(cfg node.Config, log *slog.Logger) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -117,7 +139,10 @@ func runServer(cfg node.Config, log *slog.Logger) error {
 		}()
 		return n.Close()
 	case err := <-n.Fatal():
-		_ = n.Close()
-		return &exitError{code: 1, err: fmt.Errorf("storage failure, node stopped: %w", err)}
+		code, closeFirst := fatalExit(err)
+		if closeFirst {
+			_ = n.Close()
+		}
+		return &exitError{code: code, err: fmt.Errorf("storage failure, node stopped: %w", err)}
 	}
 }
