@@ -1,6 +1,8 @@
-// Package httpapi is timemachine's public HTTP API (API.md §3 and §5) on
+// Package httpapi is timemachine's public HTTP API (docs/api.md) on
 // fasthttp: the developer API (jobs, collections, routes), the cluster and
-// admin API, /healthz, /readyz and /metrics.
+// admin API, /healthz, /readyz and /metrics. Handlers live by resource:
+// jobs.go, collections.go, routes.go, admin.go (cluster and admin),
+// health.go.
 //
 // It owns the wire format and nothing else: routing over the path, strict
 // JSON decoding, every shape check the contract promises (names, ids, times,
@@ -8,11 +10,16 @@
 // retried POST, the opaque list cursor, and rendering jobs, collections,
 // routes and errors. Business decisions — whether a collection or route
 // exists, which slot leader to forward to, whether an id already exists —
-// belong to the node, which this package reaches only through the Backend
-// interface. Keeping that line sharp is what lets the black-box contract be
-// tested here against a fake backend, without raft or Pebble.
+// belong to the service, which this package reaches only through the
+// Backend interface. Keeping that line sharp is what lets the black-box
+// contract be tested here against a fake backend, without raft or Pebble:
+// this package imports model for the domain types, never raftfsm.
 //
-// Why validation lives here and not in the node: an invalid request must
+// Errors: the backend returns *model.Error values; errors.go is the one
+// place where an error's kind becomes an HTTP status code.
+//
+// Why validation happens here and not in the service (the rules
+// themselves are model's, with the limits): an invalid request must
 // change nothing and must be answered with a message a person can act on
 // ("trigger_time: must be unix milliseconds or an RFC 3339 time, got
 // \"abc\""). Doing it at the edge means nothing invalid ever reaches a raft
