@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -56,6 +57,13 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		// Real processes, kill -9 and waits for callbacks: minutes. The
+		// fast loop (go test -short ./...) leaves them to make test.
+		fmt.Fprintln(os.Stderr, "e2e: skipped with -short (make test runs it)")
+		return 0
+	}
 	if p := os.Getenv("TIMEMACHINE_BIN"); p != "" {
 		abs, err := filepath.Abs(p)
 		if err == nil {

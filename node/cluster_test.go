@@ -53,6 +53,9 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func startCluster(t *testing.T, size int, tweak func(i int, c *Config)) *testCluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("an in-process cluster takes ~10 s: skipped with -short (make test runs it)")
+	}
 	tc := &testCluster{t: t, net: faultnet.New()}
 	serfs := make([]string, size)
 	for i := range serfs {

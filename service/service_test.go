@@ -1,0 +1,111 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/forward"
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
+)
+
+// Internal failures become the domain errors a client can act on; the
+// mapping keeps what a retry needs (unavailable/overloaded with a wait).
+func TestToModel(t *testing.T) {
+	own := model.Conflict("mine")
+	for _, tc := range []struct {
+		err  error
+		kind model.Kind
+	}{
+		{own, model.KindConflict},
+		{fmt.Errorf("wrapped: %w", model.NotFound("x")), model.KindNotFound},
+		{forward.ErrMetaUnavailable, model.KindUnavailable},
+		{forward.ErrMetaBehind, model.KindUnavailable},
+		{raftgroup.ErrNotLeader, model.KindUnavailable},
+		{fmt.Errorf("slot 3: %w", raftgroup.ErrUnknownOutcome), model.KindUnavailable},
+		{raftgroup.ErrClosed, model.KindUnavailable},
+		{raftgroup.ErrOverloaded, model.KindOverloaded},
+		{raftfsm.ErrStopped, model.KindUnavailable},
+		{context.DeadlineExceeded, model.KindUnavailable},
+		{errors.New("something else"), model.KindInternal},
+	} {
+		got := toModel(tc.err)
+		if got == nil || got.Kind != tc.kind {
+			t.Errorf("%v: %v, want kind %s", tc.err, got, tc.kind)
+			continue
+		}
+		if (tc.kind == model.KindUnavailable || tc.kind == model.KindOverloaded) && got.RetryAfter < time.Second {
+			t.Errorf("%v: retry after %v", tc.err, got.RetryAfter)
+		}
+	}
+	if toModel(own) != own {
+		t.Error("a domain error is not passed through as it is")
+	}
+	if toModel(nil) != nil || fail(nil) != nil {
+		t.Error("nil must stay nil (a typed nil would be a non-nil error)")
+	}
+}
+
+func job(trigger int64, id string) *model.Job { return &model.Job{ID: id, TriggerTime: trigger} }
+
+func ids(jobs []*model.Job) string {
+	s := ""
+	for _, j := range jobs {
+		s += fmt.Sprintf("%d/%s ", j.TriggerTime, j.ID)
+	}
+	return s
+}
+
+// Per-slot pages merge in (trigger_time, id) order; a slot that stopped
+// early bounds the merged page, so the next cursor never skips a job that
+// slot has not looked at yet.
+func TestMergePages(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pages []model.ListPage
+		limit int
+		want  string
+		next  *model.ListPos
+	}{
+		{"everything fits", []model.ListPage{
+			{Jobs: []*model.Job{job(1, "a"), job(5, "e")}},
+			{Jobs: []*model.Job{job(3, "c")}},
+		}, 10, "1/a 3/c 5/e ", nil},
+		{"ties by id", []model.ListPage{
+			{Jobs: []*model.Job{job(2, "b")}},
+			{Jobs: []*model.Job{job(2, "a")}},
+		}, 10, "2/a 2/b ", nil},
+		{"the limit cuts the page", []model.ListPage{
+			{Jobs: []*model.Job{job(1, "a"), job(4, "d")}},
+			{Jobs: []*model.Job{job(2, "b"), job(3, "c")}},
+		}, 3, "1/a 2/b 3/c ", &model.ListPos{Trigger: 3, ID: "c"}},
+		{"a slot that stopped early bounds the page", []model.ListPage{
+			{Jobs: []*model.Job{job(1, "a"), job(2, "b")}, Stopped: true, Pos: model.ListPos{Trigger: 2, ID: "b"}},
+			{Jobs: []*model.Job{job(3, "c")}},
+		}, 10, "1/a 2/b ", &model.ListPos{Trigger: 2, ID: "b"}},
+		{"a stopped slot with nothing matching still bounds", []model.ListPage{
+			{Stopped: true, Pos: model.ListPos{Trigger: 7, ID: "x"}},
+			{Jobs: []*model.Job{job(5, "e"), job(9, "i")}},
+		}, 10, "5/e ", &model.ListPos{Trigger: 7, ID: "x"}},
+		{"the lowest bound wins", []model.ListPage{
+			{Jobs: []*model.Job{job(1, "a")}, Stopped: true, Pos: model.ListPos{Trigger: 6, ID: "f"}},
+			{Jobs: []*model.Job{job(2, "b")}, Stopped: true, Pos: model.ListPos{Trigger: 4, ID: "d"}},
+			{Jobs: []*model.Job{job(5, "e")}},
+		}, 10, "1/a 2/b ", &model.ListPos{Trigger: 4, ID: "d"}},
+		{"nothing at all", []model.ListPage{{}, {}}, 10, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs, next := mergePages(tc.pages, tc.limit)
+			if got := ids(jobs); got != tc.want {
+				t.Errorf("page %q, want %q", got, tc.want)
+			}
+			if (next == nil) != (tc.next == nil) || (next != nil && *next != *tc.next) {
+				t.Errorf("next %+v, want %+v", next, tc.next)
+			}
+		})
+	}
+}
