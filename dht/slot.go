@@ -6,7 +6,7 @@ import "github.com/cespare/xxhash/v2"
 // evenly over 1, 2, 3, 4, 6 or 12 nodes.
 const DefaultSlots = 12
 
-// SlotOf is the slot of a job (API.md §2):
+// SlotOf is the slot of a job (docs/architecture.md#slots):
 // xxhash64(collection + "/" + id) % slots.
 func SlotOf(collection, id string, slots int) int {
 	d := xxhash.New()

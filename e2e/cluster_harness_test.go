@@ -455,7 +455,7 @@ func (c *Cluster) mostLeader(from int, candidates []int) (int, clusterInfo) {
 }
 
 // ---------------------------------------------------------------------------
-// Slots, computed as the contract defines them (API.md §2)
+// Slots, computed as the contract defines them (docs/architecture.md#slots)
 
 func slotOf(coll, id string) int {
 	return int(xxhash.Sum64String(coll+"/"+id) % clusterSlots)

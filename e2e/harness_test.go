@@ -711,7 +711,7 @@ func (s *Server) newCollection(t testing.TB, prefix string, cfg map[string]any) 
 // ---------------------------------------------------------------------------
 // The webhook receiver
 
-// Payload is the callback body of API.md §4.
+// Payload is the callback body (docs/api.md#the-callback).
 type Payload struct {
 	ID          string          `json:"id"`
 	Collection  string          `json:"collection"`

@@ -57,8 +57,8 @@ type RetryPolicy struct {
 	MaxAgeMs          int64
 }
 
-// DefaultRetryPolicy is the contract's default
-// (docs/api.md#collections).
+// DefaultRetryPolicy is the contract's default (docs/api.md#jobs: the
+// create example spells it out).
 var DefaultRetryPolicy = RetryPolicy{
 	MaxAttempts:       5,
 	InitialIntervalMs: 1000,

@@ -18,7 +18,7 @@ import (
 	"github.com/timemachine-db/timemachine/storage"
 )
 
-// Config is a node's configuration (API.md §1).
+// Config is a node's configuration (docs/operations.md#running-a-node).
 type Config struct {
 	NodeID          string
 	DataDir         string
@@ -60,7 +60,7 @@ type Config struct {
 	Version string
 }
 
-// Defaults per API.md §1.
+// Defaults (docs/operations.md#running-a-node).
 const (
 	DefaultDataDir  = "./data"
 	DefaultHTTPAddr = "127.0.0.1:8080"

@@ -56,7 +56,7 @@ type Decision struct {
 	LastError string
 }
 
-// Decide applies the callback protocol of API.md §4 to one attempt. attempt
+// Decide applies the callback protocol (docs/api.md#the-callback) to one attempt. attempt
 // is the 1-based number of the attempt just made, now the time it ended (ms)
 // and jitter a number in [-1, 1) that spreads retries of jobs that failed
 // together. It is a pure function: the leader calls it and commits the

@@ -50,7 +50,8 @@ func newRoot() *cobra.Command {
 }
 
 // applyEnv gives every flag not set on the command line the value of
-// TIMEMACHINE_<FLAG> (dashes as underscores), per API.md §1.
+// TIMEMACHINE_<FLAG> (dashes as underscores), as docs/operations.md#running-a-node
+// describes.
 func applyEnv(fs *pflag.FlagSet) error {
 	var errs []error
 	fs.VisitAll(func(f *pflag.Flag) {

@@ -1,4 +1,4 @@
-// Package webhook is the outbound half of the callback contract (API.md §4):
+// Package webhook is the outbound half of the callback contract (docs/api.md#the-callback):
 // the HTTP client a slot-leader uses to fire a job's callback.
 //
 // It owns the wire protocol and nothing else: how the JSON body is encoded,

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Header names the client sets itself. They are spelled as in API.md §4 and
+// Header names the client sets itself. They are spelled as in docs/api.md#the-callback and
 // sent with exactly this case: HTTP says header names are case-insensitive,
 // but Standard Webhooks documents lower-case webhook-* names and some
 // receivers look them up verbatim.
