@@ -1,7 +1,10 @@
 // Package raftfsm holds the replicated state machines of timemachine: the
 // slot FSM (one per slot: job records and their indexes in Pebble) and the
 // meta FSM (collections, routes and, in a cluster, the node and slot tables),
-// together with the binary command codec and the snapshot format.
+// together with the binary command codec, the job record format, the
+// snapshot format and the queries over a slot's state (GetJob, GetJobs,
+// ListJobs). The domain types they hold (jobs, collections, routes, nodes,
+// results) are model's; this package is their replicated, durable form.
 //
 // Everything here is deterministic. Apply never reads the clock, draws a
 // random number or depends on map iteration order: the leader stamps times
