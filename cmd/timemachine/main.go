@@ -1,5 +1,3 @@
-// Command timemachine is the single binary of timemachine: the server, the
-// job and admin CLIs, and the built-in load generator.
 package main
 
 import (
