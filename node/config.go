@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/storage"
 )
@@ -96,7 +97,7 @@ func (c *Config) setDefaults() {
 		c.Clock = time.Now
 	}
 	if c.MaxMetaBytes <= 0 {
-		c.MaxMetaBytes = 64 << 10
+		c.MaxMetaBytes = model.DefaultMaxMetaBytes
 	}
 	if c.FailureGrace <= 0 {
 		c.FailureGrace = 30 * time.Second
@@ -110,6 +111,9 @@ func (c *Config) validate() error {
 	}
 	if c.Slots < 0 || c.Slots > storage.MaxSlots-1 {
 		return fmt.Errorf("--slots %d: must be between 1 and %d", c.Slots, storage.MaxSlots-1)
+	}
+	if c.MaxMetaBytes > model.MaxMetaBytesLimit {
+		return fmt.Errorf("--max-meta-bytes %d: must be at most %d (16 MiB)", c.MaxMetaBytes, model.MaxMetaBytesLimit)
 	}
 	if c.Replicas < 0 || c.Replicas > 7 {
 		return fmt.Errorf("--replicas %d: must be between 1 and 7 (0 means min(3, nodes))", c.Replicas)

@@ -16,7 +16,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxMetaBytes   = 64 << 10
+	DefaultMaxMetaBytes   = model.DefaultMaxMetaBytes
 	DefaultMaxBodyBytes   = 80 << 20
 	DefaultBackendTimeout = 30 * time.Second
 )
