@@ -310,7 +310,9 @@ func TestSchedulerNeverFiresEarly(t *testing.T) {
 // A job scheduled inside the loaded window (below the cursor, where no
 // later load will look) reaches the scheduler only through the FSM's note,
 // and the note wakes the loop at once: it does not wait for the loop's
-// timer (up to a second here, with a 10 s window).
+// timer (a second here, with a 10 s window). Without the wake a fire would
+// come 0-1 s late, uniformly; the test takes the median of five, so one
+// slow moment on a busy machine does not fail it.
 func TestSchedulerWakesForANearerJob(t *testing.T) {
 	f := newFakeReplica(time.Now)
 	rs := startSched(t, f, time.Now, make(chan struct{}, 8), 10*time.Second, 1000)
@@ -320,7 +322,9 @@ func TestSchedulerWakesForANearerJob(t *testing.T) {
 		}
 		return nil
 	})
-	for i := 0; i < 3; i++ {
+	const trials = 5
+	var late []int64
+	for i := 0; i < trials; i++ {
 		due := time.Now().Add(30 * time.Millisecond).UnixMilli()
 		rs.s.scheduled(f.add(fmt.Sprintf("n%d", i), due))
 		f.waitFired(t, i+1)
@@ -328,9 +332,11 @@ func TestSchedulerWakesForANearerJob(t *testing.T) {
 		if r.at < due {
 			t.Fatalf("%s fired %d ms early", r.id, due-r.at)
 		}
-		if late := r.at - due; late > 300 {
-			t.Fatalf("%s fired %d ms late: the note did not wake the loop", r.id, late)
-		}
+		late = append(late, r.at-due)
+	}
+	slices.Sort(late)
+	if median := late[trials/2]; median > 150 {
+		t.Fatalf("median lateness %d ms (all: %v): the notes did not wake the loop", median, late)
 	}
 }
 
@@ -420,16 +426,23 @@ func TestSchedulerWaitsForTheFirePool(t *testing.T) {
 
 // Losing leadership mid-fire: the callback in flight sees its ctx end and
 // returns without an outcome, nothing is committed for it (the next leader
-// fires it again), nothing new is dispatched, and the scheduler returns
-// only once the fire has returned.
+// fires it again), nothing is dispatched under the lost leadership, and
+// the scheduler returns only once the fire has returned.
 func TestSchedulerLeadershipLostMidFire(t *testing.T) {
 	f := newFakeReplica(time.Now)
 	now := time.Now().UnixMilli()
 	f.add("inflight", now-10)
 	f.off = now - 100
 	entered := make(chan struct{})
-	var returned atomic.Bool
+	var returned, liveAfterLoss atomic.Bool
+	var lost atomic.Bool
 	f.fireHook = func(ctx context.Context, e storage.DueEntry) []byte {
+		if e.ID != "inflight" {
+			if lost.Load() && ctx.Err() == nil {
+				liveAfterLoss.Store(true)
+			}
+			return nil
+		}
 		close(entered)
 		<-ctx.Done()
 		returned.Store(true)
@@ -437,8 +450,9 @@ func TestSchedulerLeadershipLostMidFire(t *testing.T) {
 	}
 	rs := startSched(t, f, time.Now, make(chan struct{}, 8), 2*time.Second, 1000)
 	<-entered
-	rs.s.scheduled(f.add("next", now-5)) // due, but leadership ends first
+	lost.Store(true)
 	rs.cancel()
+	rs.s.scheduled(f.add("next", now-5)) // due, but leadership is gone
 	select {
 	case <-rs.done:
 	case <-time.After(10 * time.Second):
@@ -450,8 +464,8 @@ func TestSchedulerLeadershipLostMidFire(t *testing.T) {
 	if n := f.commitCount(); n != 0 {
 		t.Fatalf("%d outcomes committed after leadership was lost", n)
 	}
-	if got := f.firedIDs(); !slices.Equal(got, []string{"inflight"}) {
-		t.Fatalf("fired %v after leadership was lost", got)
+	if liveAfterLoss.Load() {
+		t.Fatal("a job was fired under a leadership that had ended")
 	}
 }
 
