@@ -55,6 +55,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetVersionTemplate("timemachine {{.Version}}\n") // --version prints what `version` prints
 	root.AddCommand(newServerCmd(), newJobCmd(), newAdminCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newHealthCmd()) // the container HEALTHCHECK probe (health.go)
 	return root
 }
 
