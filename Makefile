@@ -10,12 +10,18 @@ STATICCHECK_VERSION ?= v0.6.1
 
 export TIMEMACHINE_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build run test test-unit test-e2e lint fmt bench bench-go soak cluster clean
+.PHONY: all build run test test-unit test-e2e lint fmt bench bench-go soak cluster clean release
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/timemachine
+
+# Static, reproducible binaries for linux and darwin on amd64 and arm64 as
+# dist/timemachine-$(VERSION)-<os>-<arch>.tar.gz plus dist/SHA256SUMS
+# (docs/operations.md, "Packaging and deployment").
+release:
+	VERSION=$(VERSION) GO=$(GO) ./scripts/release.sh
 
 # A single-node cluster with every default (HTTP on 127.0.0.1:8080, data in ./data).
 run: build
@@ -60,4 +66,4 @@ cluster: build
 	./scripts/cluster.sh start
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
