@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -85,12 +86,30 @@ it needs no token. --addr is host:port or a URL (https://host:port).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP address of the node: host:port or http(s)://host:port")
+	f.StringVar(&addr, "addr", localHTTPAddr(os.Getenv("TIMEMACHINE_HTTP_ADDR")), "HTTP address of the node: host:port or http(s)://host:port (default: this machine's TIMEMACHINE_HTTP_ADDR, over loopback when it is a wildcard)")
 	f.BoolVar(&ready, "ready", false, "ask /readyz (ready to serve) instead of /healthz (alive)")
 	f.DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
 	f.StringVar(&caCert, "ca-cert", "", "PEM CA certificate to verify an https node with")
 	f.BoolVar(&insecure, "insecure-skip-verify", false, "do not verify an https node's certificate (for probes over loopback)")
 	return cmd
+}
+
+// localHTTPAddr is where a probe on the node's own machine (or container)
+// reaches a server started with --http-addr httpAddr: so the image's
+// HEALTHCHECK follows TIMEMACHINE_HTTP_ADDR when a user changes the port.
+// A wildcard host becomes loopback; empty means the server's default.
+func localHTTPAddr(httpAddr string) string {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(httpAddr))
+	if err != nil || port == "" {
+		return "127.0.0.1:8080"
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // probeURL turns --addr (host:port or a URL) into the URL of path.

@@ -34,6 +34,22 @@ func TestProbeURL(t *testing.T) {
 	}
 }
 
+func TestLocalHTTPAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                "127.0.0.1:8080",
+		"garbage":         "127.0.0.1:8080",
+		"0.0.0.0:9090":    "127.0.0.1:9090",
+		":9090":           "127.0.0.1:9090",
+		"[::]:9090":       "[::1]:9090",
+		"10.0.0.5:8080":   "10.0.0.5:8080",
+		"tm1.example:443": "tm1.example:443",
+	} {
+		if got := localHTTPAddr(in); got != want {
+			t.Errorf("localHTTPAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // health asks /healthz, or /readyz with --ready, and turns anything but a 200
 // into exit code 1 with the node's answer in the error.
 func TestHealthCommand(t *testing.T) {
