@@ -10,12 +10,18 @@ STATICCHECK_VERSION ?= v0.6.1
 
 export TIMEMACHINE_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build run test test-unit test-e2e lint fmt bench bench-go soak cluster clean
+.PHONY: all build run test test-unit test-e2e lint lint-deploy fmt bench bench-go soak cluster clean release
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/timemachine
+
+# Static, reproducible binaries for linux and darwin on amd64 and arm64 as
+# dist/timemachine-$(VERSION)-<os>-<arch>.tar.gz plus dist/SHA256SUMS
+# (docs/operations.md, "Packaging and deployment").
+release:
+	VERSION=$(VERSION) GO=$(GO) ./scripts/release.sh
 
 # A single-node cluster with every default (HTTP on 127.0.0.1:8080, data in ./data).
 run: build
@@ -23,7 +29,7 @@ run: build
 
 # Unit, fuzz-corpus, FSM, storage-crash and in-process tests (with -race),
 # then end-to-end tests of the real binary (real processes, kill -9).
-test: build
+test: build lint-deploy
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e)
 	$(GO) test -count=1 -timeout 12m ./e2e/...
@@ -38,6 +44,14 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	cd tools/deploylint && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(MAKE) --no-print-directory lint-deploy
+
+# Dockerfile, .dockerignore, deploy/compose.yaml and deploy/timemachine.service
+# checked without Docker (tools/deploylint, a module of its own): BuildKit's
+# build checks, hadolint-style rules, compose-go's loader, systemd-analyze.
+lint-deploy:
+	cd tools/deploylint && $(GO) test -count=1 ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -60,4 +74,4 @@ cluster: build
 	./scripts/cluster.sh start
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

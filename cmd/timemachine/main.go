@@ -4,13 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is stamped at build time with -ldflags "-X main.version=…":
+// `make build` and `make release` use `git describe --tags --always --dirty`,
+// so a tagged commit prints its tag (v0.3.0), a later one the tag plus commits
+// and hash (v0.3.0-4-g1a2b3c4), a checkout without tags the abbreviated commit,
+// and any of them "-dirty" with uncommitted changes. Unstamped builds (go
+// build, go install) fall back to what the Go toolchain recorded: see
+// buildVersion.
 var version = "dev"
 
 // exitError carries a process exit code through cobra.
@@ -37,13 +44,16 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "timemachine",
 		Short:         "A distributed, durable timer database: one-shot jobs fired as webhooks at their time",
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyEnv(cmd.Flags())
 		},
 	}
+	root.SetVersionTemplate("timemachine {{.Version}}\n") // --version prints what `version` prints
 	root.AddCommand(newServerCmd(), newJobCmd(), newAdminCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newHealthCmd()) // the container HEALTHCHECK probe (health.go)
 	return root
 }
 
@@ -91,7 +101,44 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "timemachine %s\n", version)
+			fmt.Fprintf(cmd.OutOrStdout(), "timemachine %s\n", buildVersion())
 		},
 	}
+}
+
+// buildVersion is the stamped version, or for an unstamped build the module
+// version `go install …@v1.2.3` records, else the commit `go build` records
+// from the checkout (12 hex digits, "-dirty" with uncommitted changes, the
+// same shape as git describe gives without tags), else "dev".
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev string
+	var dirty bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return version
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
 }
