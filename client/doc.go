@@ -121,7 +121,9 @@
 // # Transport
 //
 // The default transport is net/http. WithFastHTTP selects valyala/fasthttp,
-// which the built-in load generator (package bench) uses because it costs
-// about a quarter of the client CPU per request; its answers are copied out
+// which the built-in load generator (package bench) uses because it
+// reaches 2–3× the request rate of net/http with a tenth of the allocations
+// (BenchmarkDoLoopback: 86k against 32–42k requests/s on a shared 2-core
+// host, client and server together); its answers are copied out
 // of fasthttp's pooled buffers, so nothing returned aliases them.
 package client
