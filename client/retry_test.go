@@ -51,7 +51,9 @@ func TestRetryAfterBeyondBudget(t *testing.T) {
 		ctx  func() (context.Context, context.CancelFunc)
 	}{
 		{"max elapsed", []Option{WithRetry(RetryConfig{MaxElapsed: time.Second})}, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
-		{"context deadline", nil, func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 5*time.Second) }},
+		{"context deadline", nil, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 5*time.Second)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, []string{f.addr()}, tc.opts...)
