@@ -132,7 +132,8 @@ func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
 // Metrics fetches the Prometheus text of the next node in turn
 // (GET /metrics).
 func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
-	r, err := c.do(ctx, &call{method: http.MethodGet, path: "/metrics", retrySafe: true, anyBody: true})
+	r, err := c.do(ctx, &call{method: http.MethodGet, path: "/metrics", retrySafe: true, anyBody: true,
+		header: [][2]string{{"Accept", "text/plain"}}})
 	if err != nil {
 		return nil, err
 	}

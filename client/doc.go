@@ -118,6 +118,13 @@
 //
 //	for job, err := range c.Jobs(ctx, "billing", client.ListOptions{Status: client.StatusFailed}) { … }
 //
+// # Testing code that uses the client
+//
+// Package clienttest (client/clienttest) is an in-memory fake of the API
+// that follows the contract's shapes, codes and paging: start one with
+// clienttest.NewServer and point New at its Addr. It never fires jobs; a
+// test marks them failed or succeeded, and can inject 503/429 answers.
+//
 // # Transport
 //
 // The default transport is net/http. WithFastHTTP selects valyala/fasthttp,
