@@ -150,11 +150,12 @@ func (t *fastTransport) roundTrip(ctx context.Context, idx int, cl *call, header
 	// The request is fully built (its body copied) before it may be handed
 	// to another goroutine, so the caller may reuse cl.body as soon as this
 	// returns, even when it returns early because ctx was cancelled.
+	base := res // the goroutine below reads its own copy; res is written on cancel
 	run := func() result {
 		resp := fasthttp.AcquireResponse()
 		defer fasthttp.ReleaseResponse(resp)
 		defer fasthttp.ReleaseRequest(req)
-		r := res
+		r := base
 		if err := hc.DoDeadline(req, resp, deadline); err != nil {
 			r.err, r.notSent, r.permanent = err, notSent(err), permanentErr(err)
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
