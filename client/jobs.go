@@ -87,15 +87,19 @@ func (c *Client) CreateJobs(ctx context.Context, coll string, jobs []Job) ([]Bat
 	return out.Results, nil
 }
 
-// PutOption modifies a PUT.
-type PutOption func(*[][2]string)
+// PutOption modifies a PutJob.
+type PutOption func(*putOptions)
+
+type putOptions struct {
+	header [][2]string
+}
 
 // IfMatch makes PutJob replace the job only if its current version is
 // version; otherwise the server answers precondition_failed (412) and
 // changes nothing. Read the version with GetJob (Job.Version).
 func IfMatch(version int64) PutOption {
-	return func(h *[][2]string) {
-		*h = append(*h, [2]string{"If-Match", strconv.FormatInt(version, 10)})
+	return func(o *putOptions) {
+		o.header = append(o.header, [2]string{"If-Match", strconv.FormatInt(version, 10)})
 	}
 }
 
@@ -117,10 +121,11 @@ func (c *Client) PutJob(ctx context.Context, coll, id string, job Job, opts ...P
 	if err != nil {
 		return Job{}, false, err
 	}
-	cl := &call{method: http.MethodPut, path: jobPath(coll, id), body: body, retrySafe: true}
+	var po putOptions
 	for _, o := range opts {
-		o(&cl.header)
+		o(&po)
 	}
+	cl := &call{method: http.MethodPut, path: jobPath(coll, id), body: body, retrySafe: true, header: po.header}
 	var out Job
 	status, err := c.send(ctx, cl, &out)
 	if err != nil {
