@@ -5,90 +5,195 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Error codes of the contract (API.md §3, Errors).
+// Error codes of the contract (API.md §3, Errors), with the HTTP status each
+// comes with.
 const (
-	CodeInvalidArgument    = "invalid_argument"
-	CodeUnauthenticated    = "unauthenticated"
-	CodeNotFound           = "not_found"
-	CodeConflict           = "conflict"
-	CodePreconditionFailed = "precondition_failed"
-	CodeTooLarge           = "too_large"
-	CodeOverloaded         = "overloaded"
-	CodeUnavailable        = "unavailable"
-	CodeInternal           = "internal"
+	CodeInvalidArgument    = "invalid_argument"    // 400
+	CodeUnauthenticated    = "unauthenticated"     // 401
+	CodePermissionDenied   = "permission_denied"   // 403
+	CodeNotFound           = "not_found"           // 404
+	CodeConflict           = "conflict"            // 409
+	CodePreconditionFailed = "precondition_failed" // 412
+	CodeTooLarge           = "too_large"           // 413
+	CodeOverloaded         = "overloaded"          // 429
+	CodeUnavailable        = "unavailable"         // 503
+	CodeInternal           = "internal"            // 500
 )
 
-// APIError is a non-2xx answer from the server. Code is the contract's
-// machine-readable code and is what callers should branch on; Message is for
-// people. RetryAfter is the server's Retry-After (zero when absent), set on
-// 503 and 429 so a caller that gives up can still back off correctly.
-type APIError struct {
-	HTTPStatus int           `json:"-"`
-	Code       string        `json:"code"`
-	Message    string        `json:"message"`
-	RetryAfter time.Duration `json:"-"`
+// codeError is the type of the Err* sentinels: errors.Is(err, ErrNotFound)
+// is true for an *Error whose Code is not_found.
+type codeError string
+
+func (c codeError) Error() string { return "timemachine: " + string(c) }
+
+// Sentinels for errors.Is, one per contract code. They match an *Error
+// (also inside a wrapped or joined error) by its Code.
+var (
+	ErrInvalidArgument    error = codeError(CodeInvalidArgument)
+	ErrUnauthenticated    error = codeError(CodeUnauthenticated)
+	ErrPermissionDenied   error = codeError(CodePermissionDenied)
+	ErrNotFound           error = codeError(CodeNotFound)
+	ErrConflict           error = codeError(CodeConflict)
+	ErrPreconditionFailed error = codeError(CodePreconditionFailed)
+	ErrTooLarge           error = codeError(CodeTooLarge)
+	ErrOverloaded         error = codeError(CodeOverloaded)
+	ErrUnavailable        error = codeError(CodeUnavailable)
+	ErrInternal           error = codeError(CodeInternal)
+)
+
+// ErrNotTimemachine matches a *ProtocolError: the answer was not what a
+// timemachine server sends (an HTML page, another content type, JSON of
+// another shape), so the address is probably not a timemachine API.
+var ErrNotTimemachine = errors.New("not a timemachine API")
+
+// Error is an error answer of the timemachine API,
+// {"error":{"code":"…","message":"…"}}. Code is the contract's
+// machine-readable code and what callers should branch on (errors.Is with
+// the Err* sentinels, or the Is* helpers); Message is for people. By the
+// contract, a request that got an Error changed nothing.
+type Error struct {
+	// HTTPStatus is the answer's status (for an item of a batch create,
+	// the item's status).
+	HTTPStatus int
+	Code       string
+	Message    string
+	// RetryAfter is the server's Retry-After (zero when absent), sent with
+	// 503 unavailable and 429 overloaded: a caller that gives up can still
+	// back off as asked.
+	RetryAfter time.Duration
+	// Job is set when a 409 conflict carries the job it is about, such as a
+	// job whose callback has already started (Status "firing").
+	Job *Job
 }
 
-func (e *APIError) Error() string {
+func (e *Error) Error() string {
 	if e.HTTPStatus == 0 {
 		return fmt.Sprintf("timemachine: %s: %s", e.Code, e.Message)
 	}
 	return fmt.Sprintf("timemachine: %s (HTTP %d): %s", e.Code, e.HTTPStatus, e.Message)
 }
 
-// errorBody is the inner object of the contract's error answer.
+// Is makes errors.Is(err, ErrNotFound) and the other sentinels work.
+func (e *Error) Is(target error) bool {
+	c, ok := target.(codeError)
+	return ok && string(c) == e.Code
+}
+
+// ProtocolError is an answer that is not the timemachine contract: a
+// non-JSON content type, an HTML page, a body that does not decode into
+// what the endpoint answers, a redirect. It matches ErrNotTimemachine.
+type ProtocolError struct {
+	Method      string
+	URL         string // the request's URL
+	Base        string // the address the request went to
+	HTTPStatus  int
+	ContentType string
+	// Snippet is the start of the body, for the message.
+	Snippet string
+	// Err is the decoding error, when the body looked right but did not
+	// decode.
+	Err error
+}
+
+func (e *ProtocolError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "timemachine client: %s is not a timemachine API (got ", e.Base)
+	ct := e.ContentType
+	if ct == "" {
+		ct = "no Content-Type"
+	}
+	fmt.Fprintf(&b, "%s, HTTP %d for %s %s", ct, e.HTTPStatus, e.Method, e.URL)
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if e.Snippet != "" {
+		fmt.Fprintf(&b, ": %q", e.Snippet)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrNotTimemachine) work.
+func (e *ProtocolError) Is(target error) bool { return target == ErrNotTimemachine }
+
+// Unwrap returns the decoding error, if any.
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// maxSnippet bounds how much of a foreign body goes into a message, so a
+// proxy's error page does not become a page-long error string.
+const maxSnippet = 200
+
+func snippet(body []byte) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if len(s) > maxSnippet {
+		cut := maxSnippet
+		for cut > 0 && s[cut]&0xC0 == 0x80 { // do not split a UTF-8 sequence
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// errorBody is the contract's error answer, plus the job a conflict may
+// carry.
 type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Job *Job `json:"job"`
 }
 
-// maxRawMessage bounds how much of a non-contract error body is kept, so a
-// proxy's HTML error page does not become a megabyte-long error string.
-const maxRawMessage = 1024
-
-// decodeError turns a non-2xx answer into an *APIError. A body that is not
-// the contract's {"error":{"code","message"}} (a proxy, a panic page, plain
-// text from /readyz) becomes Code "internal" with the raw text as message:
-// the code is only trusted when the server said it.
-func decodeError(status int, body []byte, retryAfter time.Duration) *APIError {
-	e := &APIError{HTTPStatus: status, RetryAfter: retryAfter}
-	var w struct {
-		Error *errorBody `json:"error"`
+// decodeError turns a non-2xx answer into an *Error, or a *ProtocolError
+// when the body is not the contract's error (the code is only trusted when
+// the server said it).
+func decodeError(r *result) error {
+	var w errorBody
+	if json.Unmarshal(r.body, &w) == nil && w.Error != nil && w.Error.Code != "" {
+		return &Error{HTTPStatus: r.status, Code: w.Error.Code, Message: w.Error.Message, RetryAfter: r.retryAfter, Job: w.Job}
 	}
-	if json.Unmarshal(body, &w) == nil && w.Error != nil && w.Error.Code != "" {
-		e.Code, e.Message = w.Error.Code, w.Error.Message
-		return e
-	}
-	e.Code = CodeInternal
-	msg := bytes.TrimSpace(body)
-	if len(msg) > maxRawMessage {
-		msg = append(msg[:maxRawMessage:maxRawMessage], "…"...)
-	}
-	e.Message = string(msg)
-	if e.Message == "" {
-		e.Message = http.StatusText(status)
-	}
-	return e
+	return r.protocolError(nil)
 }
 
-// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date.
-func parseRetryAfter(v []byte, now time.Time) time.Duration {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 {
+// isJSON reports whether a Content-Type is JSON (application/json or
+// any +json type). An absent type is not refused here; the decoding
+// decides.
+func isJSON(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// parseRetryAfter reads a Retry-After value: delay-seconds (a fraction is
+// accepted) or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
 		return 0
 	}
-	if n, err := strconv.ParseFloat(string(v), 64); err == nil {
-		if n <= 0 {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		if n <= 0 || n != n {
 			return 0
+		}
+		if n > float64(24*time.Hour/time.Second) {
+			n = float64(24 * time.Hour / time.Second)
 		}
 		return time.Duration(n * float64(time.Second))
 	}
-	if t, err := http.ParseTime(string(v)); err == nil {
+	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
 			return d
 		}
@@ -97,42 +202,59 @@ func parseRetryAfter(v []byte, now time.Time) time.Duration {
 }
 
 // ErrorCode returns the contract error code of err (via errors.As), or "" if
-// err is not an *APIError.
+// err holds no *Error.
 func ErrorCode(err error) string {
-	var e *APIError
+	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
 	return ""
 }
 
-// IsNotFound reports whether err is a not_found answer.
-func IsNotFound(err error) bool { return ErrorCode(err) == CodeNotFound }
+// IsInvalidArgument reports whether err is an invalid_argument answer.
+func IsInvalidArgument(err error) bool { return errors.Is(err, ErrInvalidArgument) }
 
-// IsConflict reports whether err is a conflict answer (e.g. a POST of an
-// existing id with a different spec).
-func IsConflict(err error) bool { return ErrorCode(err) == CodeConflict }
+// IsUnauthenticated reports whether err is an unauthenticated answer: no
+// token, or one the server does not know.
+func IsUnauthenticated(err error) bool { return errors.Is(err, ErrUnauthenticated) }
+
+// IsPermissionDenied reports whether err is a permission_denied answer: the
+// token is known but its role or collections do not allow the call.
+func IsPermissionDenied(err error) bool { return errors.Is(err, ErrPermissionDenied) }
+
+// IsNotFound reports whether err is a not_found answer.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// IsConflict reports whether err is a conflict answer (e.g. a create of an
+// existing id with a different spec, or a job whose callback has started).
+func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
 
 // IsPreconditionFailed reports whether err is a precondition_failed answer
 // (an If-Match version that no longer holds).
-func IsPreconditionFailed(err error) bool { return ErrorCode(err) == CodePreconditionFailed }
-
-// IsInvalidArgument reports whether err is an invalid_argument answer.
-func IsInvalidArgument(err error) bool { return ErrorCode(err) == CodeInvalidArgument }
-
-// IsUnauthenticated reports whether err is an unauthenticated answer.
-func IsUnauthenticated(err error) bool { return ErrorCode(err) == CodeUnauthenticated }
+func IsPreconditionFailed(err error) bool { return errors.Is(err, ErrPreconditionFailed) }
 
 // IsTooLarge reports whether err is a too_large answer.
-func IsTooLarge(err error) bool { return ErrorCode(err) == CodeTooLarge }
+func IsTooLarge(err error) bool { return errors.Is(err, ErrTooLarge) }
 
 // IsOverloaded reports whether err is an overloaded (429) answer.
-func IsOverloaded(err error) bool { return ErrorCode(err) == CodeOverloaded }
+func IsOverloaded(err error) bool { return errors.Is(err, ErrOverloaded) }
 
-// IsUnavailable reports whether err is an unavailable (503) answer: no leader
-// or no quorum for the slot. It changed nothing and may be retried later.
-func IsUnavailable(err error) bool { return ErrorCode(err) == CodeUnavailable }
+// IsUnavailable reports whether err is an unavailable (503) answer: no
+// leader or no quorum for the slot. It changed nothing and may be retried
+// after its RetryAfter.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
-// IsInternal reports whether err is an internal answer, or a non-2xx answer
-// whose body was not the contract's error shape.
-func IsInternal(err error) bool { return ErrorCode(err) == CodeInternal }
+// IsInternal reports whether err is an internal (500) answer.
+func IsInternal(err error) bool { return errors.Is(err, ErrInternal) }
+
+// RetryAfterOf returns the Retry-After of an *Error in err (0 if none).
+func RetryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
+// trimBody is the body without surrounding white space.
+func trimBody(b []byte) []byte { return bytes.TrimSpace(b) }

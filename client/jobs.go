@@ -1,54 +1,64 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"net/http"
 	"net/url"
 	"strconv"
-
-	"github.com/valyala/fasthttp"
 )
 
-func jobsPath(coll string) string {
-	return "/v1/collections/" + url.PathEscape(coll) + "/jobs"
+// need refuses an empty path parameter before anything is sent: the
+// request would otherwise address another endpoint (GET …/jobs/ is the
+// list, not a job).
+func need(what, v string) error {
+	if v == "" {
+		return fmt.Errorf("timemachine client: the %s is empty", what)
+	}
+	return nil
 }
 
-func jobPath(coll, id string) string {
-	return jobsPath(coll) + "/" + url.PathEscape(id)
-}
+func jobsPath(coll string) string      { return "/v1/collections/" + seg(coll) + "/jobs" }
+func jobPath(coll, id string) string   { return jobsPath(coll) + "/" + seg(id) }
+func redrivePath(coll string) string   { return "/v1/collections/" + seg(coll) + "/redrive" }
+func collectionPath(c string) string   { return "/v1/collections/" + seg(c) }
+func schedulesPath(coll string) string { return "/v1/collections/" + seg(coll) + "/schedules" }
 
 // CreateJob creates one job (POST). created is true when the server made it
 // (201) and false when a job with the same id and the same spec already
-// existed (200, e.g. a retried create). A different spec under an existing id
-// is a conflict error.
+// existed (200), which is how a resent create is answered. A different spec
+// under an existing id is a conflict error.
+//
+// A job with an ID is resent after 503/429 or a broken connection; one
+// without is not (the server would create a second job with another id),
+// so give jobs ids when duplicates matter.
 func (c *Client) CreateJob(ctx context.Context, coll string, job Job) (Job, bool, error) {
-	body, err := json.Marshal(specOf(&job))
-	if err != nil {
-		return Job{}, false, fmt.Errorf("timemachine client: encode job: %w", err)
+	if err := need("collection", coll); err != nil {
+		return Job{}, false, err
 	}
-	status, resp, err := c.do(ctx, &call{
-		method: fasthttp.MethodPost, path: jobsPath(coll), body: body,
-		// With an id, a resent create answers 200 with the same job.
-		retrySafe: job.ID != "",
-	})
+	body, err := encode("job", specOf(&job))
 	if err != nil {
 		return Job{}, false, err
 	}
 	var out Job
-	if err := decodeBody(resp, &out); err != nil {
+	status, err := c.send(ctx, &call{method: http.MethodPost, path: jobsPath(coll), body: body, retrySafe: job.ID != ""}, &out)
+	if err != nil {
 		return Job{}, false, err
 	}
-	return out, status == fasthttp.StatusCreated, nil
+	return out, status == http.StatusCreated, nil
 }
 
 // CreateJobs creates up to MaxBatch jobs in one request. The results are in
 // input order, one per job; a job that was rejected has Error set while the
 // others may still have been created, so the error return is only for the
-// request as a whole.
+// request as a whole. The batch is resent after 503/429 or a broken
+// connection only when every job has an ID.
 func (c *Client) CreateJobs(ctx context.Context, coll string, jobs []Job) ([]BatchResult, error) {
+	if err := need("collection", coll); err != nil {
+		return nil, err
+	}
 	if len(jobs) > MaxBatch {
 		return nil, fmt.Errorf("timemachine client: batch of %d jobs exceeds the maximum of %d", len(jobs), MaxBatch)
 	}
@@ -61,18 +71,14 @@ func (c *Client) CreateJobs(ctx context.Context, coll string, jobs []Job) ([]Bat
 		specs[i] = specOf(&jobs[i])
 		allIDs = allIDs && jobs[i].ID != ""
 	}
-	body, err := json.Marshal(specs)
-	if err != nil {
-		return nil, fmt.Errorf("timemachine client: encode jobs: %w", err)
-	}
-	_, resp, err := c.do(ctx, &call{method: fasthttp.MethodPost, path: jobsPath(coll), body: body, retrySafe: allIDs})
+	body, err := encode("jobs", specs)
 	if err != nil {
 		return nil, err
 	}
 	var out struct {
 		Results []BatchResult `json:"results"`
 	}
-	if err := decodeBody(resp, &out); err != nil {
+	if _, err := c.send(ctx, &call{method: http.MethodPost, path: jobsPath(coll), body: body, retrySafe: allIDs}, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Results) != len(jobs) {
@@ -81,121 +87,168 @@ func (c *Client) CreateJobs(ctx context.Context, coll string, jobs []Job) ([]Bat
 	return out.Results, nil
 }
 
-// PutJob creates or replaces the job coll/id (upsert); replacing reschedules
-// atomically. With ifMatch set, the server replaces only if the job's
-// current version equals *ifMatch, else answers precondition_failed.
-// created is true on 201.
-func (c *Client) PutJob(ctx context.Context, coll, id string, job Job, ifMatch *int64) (Job, bool, error) {
-	spec := specOf(&job)
-	spec.ID = "" // the path names the job
-	body, err := json.Marshal(spec)
-	if err != nil {
-		return Job{}, false, fmt.Errorf("timemachine client: encode job: %w", err)
-	}
-	cl := &call{method: fasthttp.MethodPut, path: jobPath(coll, id), body: body}
-	if ifMatch != nil {
-		cl.header = [][2]string{{"If-Match", strconv.FormatInt(*ifMatch, 10)}}
-	}
-	status, resp, err := c.do(ctx, cl)
-	if err != nil {
-		return Job{}, false, err
-	}
-	var out Job
-	if err := decodeBody(resp, &out); err != nil {
-		return Job{}, false, err
-	}
-	return out, status == fasthttp.StatusCreated, nil
+// PutOption modifies a PutJob.
+type PutOption func(*putOptions)
+
+type putOptions struct {
+	header [][2]string
 }
 
-// GetJob reads a job and its status.
-func (c *Client) GetJob(ctx context.Context, coll, id string) (Job, error) {
-	_, resp, err := c.do(ctx, &call{method: fasthttp.MethodGet, path: jobPath(coll, id)})
+// IfMatch makes PutJob replace the job only if its current version is
+// version; otherwise the server answers precondition_failed (412) and
+// changes nothing. Read the version with GetJob (Job.Version).
+func IfMatch(version int64) PutOption {
+	return func(o *putOptions) {
+		o.header = append(o.header, [2]string{"If-Match", strconv.FormatInt(version, 10)})
+	}
+}
+
+// PutJob creates or replaces the job coll/id (upsert); replacing
+// reschedules atomically, and a PUT of a failed job redrives it. created is
+// true on 201. A job whose callback has already started cannot be replaced:
+// that is a conflict error whose Job has Status "firing".
+//
+// PUT is resent after 503/429 or a broken connection. With IfMatch, a resend
+// after a first send that did apply answers precondition_failed (the version
+// moved on): read the job to tell the two apart.
+func (c *Client) PutJob(ctx context.Context, coll, id string, job Job, opts ...PutOption) (Job, bool, error) {
+	if err := errors.Join(need("collection", coll), need("job id", id)); err != nil {
+		return Job{}, false, err
+	}
+	spec := specOf(&job)
+	spec.ID = "" // the path names the job
+	body, err := encode("job", spec)
 	if err != nil {
+		return Job{}, false, err
+	}
+	var po putOptions
+	for _, o := range opts {
+		o(&po)
+	}
+	cl := &call{method: http.MethodPut, path: jobPath(coll, id), body: body, retrySafe: true, header: po.header}
+	var out Job
+	status, err := c.send(ctx, cl, &out)
+	if err != nil {
+		return Job{}, false, err
+	}
+	return out, status == http.StatusCreated, nil
+}
+
+// GetJob reads a job and its status. Finished jobs stay readable for the
+// collection's retention, then are not_found.
+func (c *Client) GetJob(ctx context.Context, coll, id string) (Job, error) {
+	if err := errors.Join(need("collection", coll), need("job id", id)); err != nil {
 		return Job{}, err
 	}
 	var out Job
-	if err := decodeBody(resp, &out); err != nil {
+	if _, err := c.send(ctx, &call{method: http.MethodGet, path: jobPath(coll, id), retrySafe: true}, &out); err != nil {
 		return Job{}, err
 	}
 	return out, nil
 }
 
-// DeleteJob cancels or removes a job. A job that does not exist is a
-// not_found error. Note that a delete resent after an ambiguous connection
-// failure may report not_found for a delete that did happen.
+// DeleteJob cancels or removes a job. It succeeds only when the job will
+// not fire afterwards: a job whose callback has already started is a
+// conflict error whose Job has Status "firing". A job that does not exist
+// is not_found; note that a delete resent after a broken connection may
+// report not_found for a delete that did happen.
 func (c *Client) DeleteJob(ctx context.Context, coll, id string) error {
-	_, _, err := c.do(ctx, &call{method: fasthttp.MethodDelete, path: jobPath(coll, id)})
+	if err := errors.Join(need("collection", coll), need("job id", id)); err != nil {
+		return err
+	}
+	_, err := c.send(ctx, &call{method: http.MethodDelete, path: jobPath(coll, id), retrySafe: true}, nil)
 	return err
 }
 
-// ListJobs lists jobs ordered by (trigger_time, id). nextCursor is empty on
-// the last page; pass it as ListOptions.Cursor to get the next one.
-func (c *Client) ListJobs(ctx context.Context, coll string, opts ListOptions) ([]Job, string, error) {
+func (o *ListOptions) query() url.Values {
 	q := url.Values{}
-	if opts.Status != "" {
-		q.Set("status", opts.Status)
+	if o.Status != "" {
+		q.Set("status", o.Status)
 	}
-	if opts.From != nil {
-		q.Set("from", strconv.FormatInt(*opts.From, 10))
+	if o.From != nil {
+		q.Set("from", strconv.FormatInt(*o.From, 10))
 	}
-	if opts.To != nil {
-		q.Set("to", strconv.FormatInt(*opts.To, 10))
+	if o.To != nil {
+		q.Set("to", strconv.FormatInt(*o.To, 10))
 	}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
+	if o.Schedule != "" {
+		q.Set("schedule", o.Schedule)
 	}
-	if opts.Cursor != "" {
-		q.Set("cursor", opts.Cursor)
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	path := jobsPath(coll)
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
 	}
-	_, resp, err := c.do(ctx, &call{method: fasthttp.MethodGet, path: path})
+	return q
+}
+
+// ListJobs reads one page of jobs ordered by (trigger_time, id). Pass the
+// page's NextCursor as opts.Cursor for the next one; it is empty on the
+// last page. Jobs does the paging for you.
+func (c *Client) ListJobs(ctx context.Context, coll string, opts ListOptions) (JobPage, error) {
+	if err := need("collection", coll); err != nil {
+		return JobPage{}, err
+	}
+	var out JobPage
+	if _, err := c.send(ctx, &call{method: http.MethodGet, path: withQuery(jobsPath(coll), opts.query()), retrySafe: true}, &out); err != nil {
+		return JobPage{}, err
+	}
+	return out, nil
+}
+
+// Jobs iterates over every job that opts selects, following the cursors
+// page by page (opts.Limit is the page size). An error ends the iteration:
+// it is yielded once, with a zero Job.
+//
+//	for job, err := range c.Jobs(ctx, "billing", client.ListOptions{Status: client.StatusFailed}) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(job.ID, job.LastError)
+//	}
+func (c *Client) Jobs(ctx context.Context, coll string, opts ListOptions) iter.Seq2[Job, error] {
+	return func(yield func(Job, error) bool) {
+		for {
+			page, err := c.ListJobs(ctx, coll, opts)
+			if err != nil {
+				yield(Job{}, err)
+				return
+			}
+			for _, j := range page.Jobs {
+				if !yield(j, nil) {
+					return
+				}
+			}
+			if page.NextCursor == "" || page.NextCursor == opts.Cursor {
+				return
+			}
+			opts.Cursor = page.NextCursor
+		}
+	}
+}
+
+// Redrive sends dead letters (failed jobs) of coll again, now, with
+// attempts reset: those named in req.IDs, or those whose trigger time is in
+// req.From–req.To. It is never resent automatically: a resend could deliver
+// a job twice if it was redriven, fired and failed again in between.
+func (c *Client) Redrive(ctx context.Context, coll string, req RedriveRequest) (RedriveResult, error) {
+	if err := need("collection", coll); err != nil {
+		return RedriveResult{}, err
+	}
+	if len(req.IDs) == 0 && req.From == nil && req.To == nil {
+		return RedriveResult{}, errors.New("timemachine client: redrive needs ids or a from/to range")
+	}
+	if len(req.IDs) > 0 && (req.From != nil || req.To != nil) {
+		return RedriveResult{}, errors.New("timemachine client: redrive takes ids or a from/to range, not both")
+	}
+	body, err := encode("redrive", req)
 	if err != nil {
-		return nil, "", err
+		return RedriveResult{}, err
 	}
-	var out struct {
-		Jobs       []Job  `json:"jobs"`
-		NextCursor string `json:"next_cursor"`
+	var out RedriveResult
+	if _, err := c.send(ctx, &call{method: http.MethodPost, path: redrivePath(coll), body: body}, &out); err != nil {
+		return RedriveResult{}, err
 	}
-	if err := decodeBody(resp, &out); err != nil {
-		return nil, "", err
-	}
-	return out.Jobs, out.NextCursor, nil
-}
-
-// decodeBody decodes a 2xx answer. An empty body leaves v untouched: some
-// answers (204) have none.
-func decodeBody(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("timemachine client: decode answer: %w", err)
-	}
-	return nil
-}
-
-// decodeList decodes a list answer that is either a bare JSON array or an
-// object holding the array under key ({"collections":[…]}). The contract
-// does not fix the shape of GET /v1/collections and GET /v1/routes, so both
-// are accepted.
-func decodeList(body []byte, key string, v any) error {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return nil
-	}
-	if body[0] == '[' {
-		return decodeBody(body, v)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return fmt.Errorf("timemachine client: decode answer: %w", err)
-	}
-	raw, ok := m[key]
-	if !ok {
-		return errors.New("timemachine client: decode answer: no " + strconv.Quote(key) + " in list answer")
-	}
-	return decodeBody(raw, v)
+	return out, nil
 }

@@ -44,7 +44,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	c, err := client.New(cfg.Addrs,
 		client.WithTimeout(cfg.RequestTimeout),
 		client.WithMaxConns(max(cfg.Concurrency, 16)),
-		client.WithUserAgent("timemachine-bench"))
+		client.WithUserAgent("timemachine-bench"),
+		// The generator shares cores with the server it measures:
+		// fasthttp gives 2–3× net/http's request rate (BenchmarkDoLoopback).
+		client.WithFastHTTP())
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -349,10 +352,12 @@ func (w *worker) mark(i int, ack time.Time) {
 }
 
 func (w *worker) fail(err error, jobs int) {
-	var apiErr *client.APIError
+	var apiErr *client.Error
 	switch {
 	case errors.As(err, &apiErr):
 		w.failCode(apiErr.Code, apiErr.Message, jobs)
+	case errors.Is(err, client.ErrNotTimemachine):
+		w.failCode("not_timemachine", err.Error(), jobs)
 	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		w.failCode("timeout", err.Error(), jobs)
 	default:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -26,7 +25,7 @@ func adminCall(cmd *cobra.Command, cf *clientFlags, call func(*client.Client, ct
 	if err != nil {
 		return err
 	}
-	if raw, ok := v.(json.RawMessage); ok && len(raw) == 0 {
+	if v == nil {
 		fmt.Fprintln(cmd.OutOrStdout(), "ok")
 		return nil
 	}

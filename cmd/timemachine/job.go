@@ -185,10 +185,11 @@ func newJobCmd() *cobra.Command {
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			for {
-				jobs, next, err := cl.ListJobs(ctx, coll, opts)
+				page, err := cl.ListJobs(ctx, coll, opts)
 				if err != nil {
 					return err
 				}
+				jobs, next := page.Jobs, page.NextCursor
 				for _, j := range jobs {
 					if err := enc.Encode(j); err != nil {
 						return err
