@@ -343,7 +343,9 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 		}
 	}
 	for _, l := range [][]Duplicate{res.InWindow, res.PlannedDups, res.Outside} {
-		sort.Slice(l, func(i, j int) bool { return l[i].IdemKey < l[j].IdemKey || l[i].IdemKey == l[j].IdemKey && l[i].Attempt < l[j].Attempt })
+		sort.Slice(l, func(i, j int) bool {
+			return l[i].IdemKey < l[j].IdemKey || l[i].IdemKey == l[j].IdemKey && l[i].Attempt < l[j].Attempt
+		})
 	}
 	sort.Slice(res.Early, func(i, j int) bool { return res.Early[i].By > res.Early[j].By })
 	sort.Strings(res.Stray)
