@@ -275,3 +275,12 @@ func (t *Topology) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Prepare adds node i (if needed) and returns its address: the
+// cluster's view of a network.
+func (t *Topology) Prepare(i int) (string, error) {
+	if err := t.AddNode(i); err != nil {
+		return "", err
+	}
+	return nodeIP(i), nil
+}
