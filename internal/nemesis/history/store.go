@@ -46,7 +46,13 @@ type Recorder struct {
 	hw, dw *bufio.Writer
 	err    error
 	closed bool
-	ops    map[int64]*Op // in-flight and finished, for callers that read back
+	// In memory too, for Snapshot.
+	ops        map[int64]*Op
+	deliveries []Delivery
+	faults     map[int]Fault
+	failovers  []Failover
+	cycles     []Cycle
+	meta       Meta
 }
 
 // NewRecorder makes dir and opens its history and deliveries files afresh.
@@ -64,7 +70,7 @@ func NewRecorder(dir string, clock *Clock) (*Recorder, error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	return &Recorder{Clock: clock, hf: hf, df: df,
-		hw: bufio.NewWriterSize(hf, 1<<16), dw: bufio.NewWriterSize(df, 1<<16), ops: map[int64]*Op{}}, nil
+		hw: bufio.NewWriterSize(hf, 1<<16), dw: bufio.NewWriterSize(df, 1<<16), ops: map[int64]*Op{}, faults: map[int]Fault{}}, nil
 }
 
 func (r *Recorder) write(w *bufio.Writer, v any) {
@@ -87,6 +93,7 @@ func (r *Recorder) write(w *bufio.Writer, v any) {
 func (r *Recorder) Meta(m Meta) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.meta = m
 	r.write(r.hw, record{Type: "meta", Meta: &m})
 }
 
@@ -126,6 +133,7 @@ func (r *Recorder) Complete(id int64, c Completion) {
 func (r *Recorder) Fault(f Fault) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.faults[f.ID] = f
 	r.write(r.hw, record{Type: "fault", Fault: &f})
 }
 
@@ -133,6 +141,7 @@ func (r *Recorder) Fault(f Fault) {
 func (r *Recorder) Failover(f Failover) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.failovers = append(r.failovers, f)
 	r.write(r.hw, record{Type: "failover", Failover: &f})
 }
 
@@ -140,6 +149,7 @@ func (r *Recorder) Failover(f Failover) {
 func (r *Recorder) Cycle(c Cycle) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.cycles = append(r.cycles, c)
 	r.write(r.hw, record{Type: "cycle", Cycle: &c})
 }
 
@@ -147,7 +157,28 @@ func (r *Recorder) Cycle(c Cycle) {
 func (r *Recorder) Delivery(d Delivery) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.deliveries = append(r.deliveries, d)
 	r.write(r.dw, d)
+}
+
+// Snapshot is the run so far, from memory (operations in flight have
+// Ret = Never and Outcome Unknown).
+func (r *Recorder) Snapshot() *History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := &History{Meta: r.meta, Deliveries: append([]Delivery(nil), r.deliveries...),
+		Failovers: append([]Failover(nil), r.failovers...), Cycles: append([]Cycle(nil), r.cycles...)}
+	h.Ops = make([]Op, 0, len(r.ops))
+	for id := int64(1); id <= r.nextID; id++ {
+		if op, ok := r.ops[id]; ok {
+			h.Ops = append(h.Ops, *op)
+		}
+	}
+	for _, f := range r.faults {
+		h.Faults = append(h.Faults, f)
+	}
+	sort.Slice(h.Faults, func(i, j int) bool { return h.Faults[i].ID < h.Faults[j].ID })
+	return h
 }
 
 // Flush writes buffered records to the files.

@@ -3,6 +3,7 @@ package history
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -24,6 +25,7 @@ func TestRoundTrip(t *testing.T) {
 	r.Delivery(Delivery{Seq: 1, Coll: "c", JobID: "j1", Trigger: 1000, Answer: "200"})
 	r.Failover(Failover{Cycle: 1, Victim: "n1", All: int64(time.Second)})
 	r.Cycle(Cycle{N: 1, Fault: "pause", Recovered: true})
+	snap := r.Snapshot()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +57,11 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if f := h.Faults[0]; f.End.Mono != 2 {
 		t.Errorf("the fault's last record wins: %+v", f)
+	}
+	// The snapshot taken in memory is what was loaded from the files.
+	snap.Meta = h.Meta
+	if !reflect.DeepEqual(snap, h) {
+		t.Errorf("snapshot\n%+v\nloaded\n%+v", snap, h)
 	}
 }
 
