@@ -46,7 +46,7 @@ type Receiver struct {
 
 	mu     sync.Mutex
 	seq    int64
-	copies map[string]int          // Idempotency-Key/attempt → deliveries so far
+	copies map[string]int            // Idempotency-Key/attempt → deliveries so far
 	got    map[string]map[int64]bool // job key → triggers delivered
 }
 
