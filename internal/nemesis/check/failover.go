@@ -24,7 +24,8 @@ type FailoverResult struct {
 // Violations counts the measurements that missed the target.
 func (r FailoverResult) Violations() int { return len(r.OverTarget) + len(r.Never) }
 
-// Failovers checks every measurement against target.
+// Failovers checks every measurement against its own target, or target
+// when it has none.
 func Failovers(h *history.History, target time.Duration) FailoverResult {
 	res := FailoverResult{Target: target, ByFault: map[string]Dist{}}
 	var all []time.Duration
@@ -47,6 +48,10 @@ func Failovers(h *history.History, target time.Duration) FailoverResult {
 		d := time.Duration(f.All)
 		all = append(all, d)
 		by[f.Fault] = append(by[f.Fault], d)
+		target := target
+		if f.TargetNs > 0 {
+			target = time.Duration(f.TargetNs)
+		}
 		if target > 0 && d > target {
 			var slow []string
 			for _, p := range f.Probes {

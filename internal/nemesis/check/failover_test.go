@@ -29,3 +29,15 @@ func TestFailovers(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+func TestFailoverOwnTarget(t *testing.T) {
+	h := &history.History{Failovers: []history.Failover{{Cycle: 1, Fault: "partition-one", Victim: "n1",
+		All: int64(4 * time.Second), TargetNs: int64(5 * time.Second), Probes: []history.SlotProbe{{Slot: 0, After: int64(4 * time.Second)}}}}}
+	if r := Failovers(h, 2*time.Second); r.Violations() != 0 {
+		t.Fatalf("a partition held to 5 s: %+v", r)
+	}
+	h.Failovers[0].TargetNs = 0
+	if r := Failovers(h, 2*time.Second); r.Violations() != 1 {
+		t.Fatalf("%+v", r)
+	}
+}

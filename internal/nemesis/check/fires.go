@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/timemachine-db/timemachine/internal/nemesis/history"
@@ -77,17 +79,23 @@ type Duplicate struct {
 	Attempt int
 	Copies  int
 	From    []string
-	// Window names the unplanned fault whose in-flight window the first
-	// copy fell in ("" none); Planned the planned move's.
+	// Window names the unplanned fault whose in-flight window the attempt
+	// was due in ("" none); Planned the planned move's.
 	Window  string
 	Planned string
+	// Stale: a later copy came from a node after the fault that had cut
+	// it off (pause, partition, ...) ended, when another node had already
+	// delivered it: a deposed leader sending callbacks it no longer owns.
+	Stale string
 }
 
 func (d Duplicate) String() string {
 	s := fmt.Sprintf("%s attempt %d ×%d from %v", d.IdemKey, d.Attempt, d.Copies, d.From)
 	switch {
+	case d.Stale != "":
+		s += " (" + d.Stale + ")"
 	case d.Window != "":
-		s += " (in flight at " + d.Window + ")"
+		s += " (due in the in-flight window of " + d.Window + ")"
 	case d.Planned != "":
 		s += " (during the planned " + d.Planned + ")"
 	}
@@ -110,6 +118,7 @@ type FireResult struct {
 	BadHeaders    []string    // Idempotency-Key / attempt header not as the contract says
 	Outside       []Duplicate // duplicates outside every fault's in-flight window
 	PlannedDups   []Duplicate // duplicates during planned moves only
+	StaleDups     []Duplicate // re-sent by a deposed leader after its fault healed
 	// Allowed: duplicates within an unplanned fault's in-flight window.
 	InWindow       []Duplicate
 	InWindowByKind map[string]int
@@ -121,7 +130,7 @@ type FireResult struct {
 // Violations counts the contract violations.
 func (r FireResult) Violations() int {
 	return len(r.Lost) + len(r.Early) + len(r.AfterDelete) + len(r.InFlightAtAck) + len(r.AfterReplace) +
-		len(r.Stray) + len(r.BadHeaders) + len(r.Outside) + len(r.PlannedDups)
+		len(r.Stray) + len(r.BadHeaders) + len(r.Outside) + len(r.PlannedDups) + len(r.StaleDups)
 }
 
 // possible is one state a job may be in at some point of its writes.
@@ -191,6 +200,7 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 	}
 
 	lateness := map[string][]time.Duration{}
+	setAt := map[string]int64{} // Idempotency-Key → earliest call (wall ns) of a write with that trigger
 	for _, k := range keys {
 		ws := writes[k]
 		written := map[int64]int64{} // trigger → earliest call wall
@@ -218,6 +228,10 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 					sups = append(sups, supersede{op: op, ack: op.Ret.Mono, triggers: old, what: "PUT 200"})
 				}
 			}
+		}
+		for t, at := range written {
+			coll, id, _ := strings.Cut(k, "/")
+			setAt[coll+":"+id+":"+strconv.FormatInt(t, 10)] = at
 		}
 		ds := dels[k]
 
@@ -328,11 +342,22 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 		for _, d := range ds {
 			dup.From = append(dup.From, orDash(d.From))
 		}
-		dup.Window = faultAt(ds[0].Recv.Mono, false, cbt, int64(opt.FailoverAllowance))
+		// When the attempt was due: attempt 1 at its trigger time (or its
+		// write, for a trigger in the past); a retry when first received.
+		due := ds[0].Recv.Mono
+		if g.attempt == 1 {
+			if at, ok := setAt[g.key]; ok {
+				due = toMono(max(ds[0].Trigger*int64(time.Millisecond), at))
+			}
+		}
+		dup.Stale = staleSender(h.Faults, ds)
+		dup.Window = faultAt(due, false, cbt, int64(opt.FailoverAllowance))
 		if dup.Window == "" {
-			dup.Planned = faultAt(ds[0].Recv.Mono, true, cbt, int64(opt.FailoverAllowance))
+			dup.Planned = faultAt(due, true, cbt, int64(opt.FailoverAllowance))
 		}
 		switch {
+		case dup.Stale != "":
+			res.StaleDups = append(res.StaleDups, dup)
 		case dup.Window != "":
 			res.InWindow = append(res.InWindow, dup)
 			res.InWindowByKind[dup.Window]++
@@ -342,7 +367,7 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 			res.Outside = append(res.Outside, dup)
 		}
 	}
-	for _, l := range [][]Duplicate{res.InWindow, res.PlannedDups, res.Outside} {
+	for _, l := range [][]Duplicate{res.InWindow, res.PlannedDups, res.Outside, res.StaleDups} {
 		sort.Slice(l, func(i, j int) bool {
 			return l[i].IdemKey < l[j].IdemKey || l[i].IdemKey == l[j].IdemKey && l[i].Attempt < l[j].Attempt
 		})
@@ -353,6 +378,33 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 		res.Lateness[kind] = distOf(ls)
 	}
 	return res
+}
+
+// staleSender finds a copy (after the first) sent by a node after the
+// unplanned fault that targeted it had ended, when the first copy came
+// from another node before that: the node was deposed during its fault and
+// still sent the callback afterwards. It needs the senders' identities
+// (empty in loopback runs: nothing is found).
+func staleSender(faults []history.Fault, ds []history.Delivery) string {
+	first := ds[0]
+	if first.From == "" {
+		return ""
+	}
+	for _, d := range ds[1:] {
+		if d.From == "" || d.From == first.From {
+			continue
+		}
+		for _, f := range faults {
+			if f.Planned || f.End == history.Never || !slices.Contains(f.Targets, d.From) {
+				continue
+			}
+			if first.Recv.Mono <= f.End.Mono && d.Recv.Mono > f.End.Mono {
+				return fmt.Sprintf("%s delivered it at %.3fs, %s again at %.3fs after its %s ended at %.3fs",
+					first.From, sec(first.Recv.Mono), d.From, sec(d.Recv.Mono), f.Kind, sec(f.End.Mono))
+			}
+		}
+	}
+	return ""
 }
 
 // applyWrite advances the set of states a job may be in by one write.

@@ -171,3 +171,27 @@ func TestFiresDeadline(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+func TestFiresStaleSenderAfterItsFault(t *testing.T) {
+	build := func(from1, from2 string) *fb {
+		b := newFB().create("a", 0, 10, 2000).
+			deliver("a", 2000, 1, 2001, 2002, "200").deliver("a", 2000, 1, 5200, 5201, "200")
+		b.h.Faults = append(b.h.Faults, history.Fault{ID: 1, Kind: "pause-leader", Targets: []string{"n1"}, Start: ms(1500), End: ms(5000)})
+		b.h.Deliveries[0].From, b.h.Deliveries[1].From = from1, from2
+		return b
+	}
+	// n2 (the new leader) delivered it during n1's pause; n1 again after
+	// SIGCONT: a deposed leader's callback.
+	if res := build("n2", "n1").check(); len(res.StaleDups) != 1 || res.Violations() != 1 {
+		t.Fatalf("%+v", res)
+	}
+	// Senders unknown (loopback): only the window rule applies.
+	if res := build("", "").check(); len(res.InWindow) != 1 || res.Violations() != 0 {
+		t.Fatalf("%+v", res)
+	}
+	// The victim's own in-flight copy first, the new leader's after: the
+	// allowed failover repeat.
+	if res := build("n1", "n2").check(); len(res.InWindow) != 1 || res.Violations() != 0 {
+		t.Fatalf("%+v", res)
+	}
+}

@@ -79,6 +79,7 @@ func (r Report) Summary() []string {
 		line(len(r.Fire.InFlightAtAck), "callbacks in flight when a DELETE 204 / PUT 200 reached the client"),
 		line(len(r.Fire.Outside), "duplicates outside any fault's in-flight window"),
 		line(len(r.Fire.PlannedDups), "duplicates during planned moves"),
+		line(len(r.Fire.StaleDups), "duplicates re-sent by a deposed node after its fault healed"),
 		line(len(r.Fire.Stray)+len(r.Fire.BadHeaders), "stray deliveries / bad headers"),
 		line(r.Failover.Violations(), fmt.Sprintf("failovers over %v or never", r.Failover.Target)),
 		line(len(r.Unrecovery), "cycles after which the cluster did not recover"),
@@ -177,6 +178,7 @@ func (r Report) Write(w io.Writer, perKind int) {
 	list("in flight when a DELETE 204 / PUT 200 reached the client", f.InFlightAtAck)
 	list("duplicates outside any fault window", dups(f.Outside))
 	list("duplicates during planned moves", dups(f.PlannedDups))
+	list("duplicates re-sent by a deposed node after its fault healed", dups(f.StaleDups))
 	list("stray deliveries", f.Stray)
 	list("bad headers", f.BadHeaders)
 	list("failover over target", r.Failover.OverTarget)

@@ -185,6 +185,9 @@ type Failover struct {
 	Probes []SlotProbe `json:"probes"`
 	// All is the time until every probe succeeded (< 0: some never did).
 	All int64 `json:"all_ns"`
+	// TargetNs is the bound this measurement is held to (0: the checker's
+	// default).
+	TargetNs int64 `json:"target_ns,omitempty"`
 }
 
 // Cycle is what one cycle of the schedule did.
@@ -220,6 +223,14 @@ type Meta struct {
 	// NodeAddrs maps node id → the address its callbacks come from.
 	NodeAddrs map[string]string `json:"node_addrs,omitempty"`
 	Command   string            `json:"command"`
+	// FailoverAllowanceMs extends a fault's in-flight window past its end
+	// for the duplicate classification.
+	FailoverAllowanceMs int64 `json:"failover_allowance_ms"`
+	// FailoverTargetMs is the default failover bound.
+	FailoverTargetMs int64 `json:"failover_target_ms"`
+	// DrainedUntil (Unix ns): the run waited for deliveries until then;
+	// jobs due later owe none (0: the run did not finish).
+	DrainedUntil int64 `json:"drained_until,omitempty"`
 }
 
 // History is a whole run, loaded back.
