@@ -19,6 +19,10 @@ type FailoverResult struct {
 	// probe's timeout.
 	OverTarget []string
 	Never      []string
+	// Inconclusive: the fault was healed before the target passed and
+	// some slot became writable only after that: the failover itself was
+	// not observed.
+	Inconclusive []string
 }
 
 // Violations counts the measurements that missed the target.
@@ -32,6 +36,15 @@ func Failovers(h *history.History, target time.Duration) FailoverResult {
 	by := map[string][]time.Duration{}
 	for _, f := range h.Failovers {
 		if len(f.Probes) == 0 {
+			continue
+		}
+		target := target
+		if f.TargetNs > 0 {
+			target = time.Duration(f.TargetNs)
+		}
+		if f.HealedNs > 0 && time.Duration(f.HealedNs) < target && (f.All < 0 || f.All > f.HealedNs) {
+			res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("cycle %d %s of %s: healed after %v, before the %v target, with slots still not writable",
+				f.Cycle, f.Fault, f.Victim, time.Duration(f.HealedNs).Round(time.Millisecond), target))
 			continue
 		}
 		if f.All < 0 {
@@ -48,10 +61,6 @@ func Failovers(h *history.History, target time.Duration) FailoverResult {
 		d := time.Duration(f.All)
 		all = append(all, d)
 		by[f.Fault] = append(by[f.Fault], d)
-		target := target
-		if f.TargetNs > 0 {
-			target = time.Duration(f.TargetNs)
-		}
 		if target > 0 && d > target {
 			var slow []string
 			for _, p := range f.Probes {

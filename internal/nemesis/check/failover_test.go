@@ -41,3 +41,18 @@ func TestFailoverOwnTarget(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+func TestFailoverHealedBeforeTheTarget(t *testing.T) {
+	h := &history.History{Failovers: []history.Failover{{Cycle: 1, Fault: "partition-one", Victim: "n1",
+		All: int64(3200 * time.Millisecond), TargetNs: int64(5 * time.Second), HealedNs: int64(3 * time.Second),
+		Probes: []history.SlotProbe{{Slot: 0, After: int64(3200 * time.Millisecond)}}}}}
+	r := Failovers(h, 2*time.Second)
+	if r.Violations() != 0 || len(r.Inconclusive) != 1 || r.All.N != 0 {
+		t.Fatalf("healed at 3 s, writable at 3.2 s, target 5 s: inconclusive, got %+v", r)
+	}
+	// Healed after the target: the measurement counts.
+	h.Failovers[0].TargetNs = int64(2 * time.Second)
+	if r := Failovers(h, 2*time.Second); r.Violations() != 1 || len(r.Inconclusive) != 0 {
+		t.Fatalf("%+v", r)
+	}
+}

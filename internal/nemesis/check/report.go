@@ -183,5 +183,6 @@ func (r Report) Write(w io.Writer, perKind int) {
 	list("bad headers", f.BadHeaders)
 	list("failover over target", r.Failover.OverTarget)
 	list("failover never completed", r.Failover.Never)
+	list("failover not observed (healed before the target)", r.Failover.Inconclusive)
 	list("not recovered", r.Unrecovery)
 }

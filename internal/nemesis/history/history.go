@@ -114,14 +114,14 @@ func (o *Op) Write() bool { return o.Kind != Get }
 
 // Completion is what a finished operation learnt.
 type Completion struct {
-	Ret        Stamp
-	Outcome    Outcome
-	Status     int
-	Code       string
-	Err        string
-	Version    uint64
-	JobStatus  string
-	JobTrigger int64
+	Ret        Stamp   `json:"ret"`
+	Outcome    Outcome `json:"outcome"`
+	Status     int     `json:"status,omitempty"`
+	Code       string  `json:"code,omitempty"`
+	Err        string  `json:"err,omitempty"`
+	Version    uint64  `json:"version,omitempty"`
+	JobStatus  string  `json:"job_status,omitempty"`
+	JobTrigger int64   `json:"job_trigger,omitempty"`
 }
 
 // Delivery is one callback request the receiver got.
@@ -188,6 +188,10 @@ type Failover struct {
 	// TargetNs is the bound this measurement is held to (0: the checker's
 	// default).
 	TargetNs int64 `json:"target_ns,omitempty"`
+	// HealedNs is when the fault was healed, after At (0: unknown). A slot
+	// that became writable only after that says nothing about failover
+	// within a target longer than the fault.
+	HealedNs int64 `json:"healed_ns,omitempty"`
 }
 
 // Cycle is what one cycle of the schedule did.

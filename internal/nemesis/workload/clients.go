@@ -74,6 +74,7 @@ type Workload struct {
 	all         []string // every job id written
 	lastTrigger int64
 	metaN       int64
+	probes      map[string]bool
 }
 
 // New prepares a workload. targets lists the nodes requests may go to
@@ -344,6 +345,13 @@ type answerBody struct {
 // to ep, recording its invocation and completion, and returns the
 // completion.
 func (w *Workload) Do(ctx context.Context, clientID int, op history.Op, ep Endpoint, body any) history.Completion {
+	return w.do(ctx, w.cfg.Timeout, clientID, op, ep, body)
+}
+
+// do is Do with its own request timeout. The request does not end when
+// ctx is cancelled (the workload stopping must not turn answers into
+// indeterminate operations): only the timeout ends it.
+func (w *Workload) do(ctx context.Context, timeout time.Duration, clientID int, op history.Op, ep Endpoint, body any) history.Completion {
 	op.Client, op.Coll, op.Via = clientID, w.cfg.Coll, ep.ID
 	method, path := "", "/v1/collections/"+w.cfg.Coll+"/jobs"
 	switch op.Kind {
@@ -364,7 +372,7 @@ func (w *Workload) Do(ctx context.Context, clientID int, op history.Op, ep Endpo
 		}
 		rd = bytes.NewReader(b)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Timeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, method, "http://"+ep.HTTPAddr+path, rd)
 	if err != nil {
@@ -467,4 +475,28 @@ func (w *Workload) FinalReads(ctx context.Context, clientID, concurrency int) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// CreateOnce sends one create of job id (a probe: the same id and trigger
+// on every try, so a retry of an applied create answers 200) through ep,
+// waiting at most timeout.
+func (w *Workload) CreateOnce(ctx context.Context, timeout time.Duration, clientID int, id string, trigger int64, ep Endpoint) history.Completion {
+	w.mu.Lock()
+	if w.probes == nil {
+		w.probes = map[string]bool{}
+	}
+	if !w.probes[id] {
+		w.probes[id] = true
+		w.all = append(w.all, id)
+		w.lastTrigger = max(w.lastTrigger, trigger)
+	}
+	w.mu.Unlock()
+	body := map[string]any{
+		"id":               id,
+		"trigger_time":     trigger,
+		"callback_url":     w.cfg.CallbackURL + "/cb/" + id,
+		"meta":             map[string]any{"probe": true},
+		"callback_timeout": w.cfg.CallbackTimeout.String(),
+	}
+	return w.do(ctx, timeout, clientID, history.Op{Kind: history.Create, JobID: id, Spec: fmt.Sprintf("t%d/probe", trigger), Trigger: trigger}, ep, body)
 }
