@@ -79,6 +79,7 @@ type Duplicate struct {
 	Attempt int
 	Copies  int
 	From    []string
+	Answers []string // the receiver's answer to each copy
 	// Window names the unplanned fault whose in-flight window the attempt
 	// was due in ("" none); Planned the planned move's.
 	Window  string
@@ -90,7 +91,7 @@ type Duplicate struct {
 }
 
 func (d Duplicate) String() string {
-	s := fmt.Sprintf("%s attempt %d ×%d from %v", d.IdemKey, d.Attempt, d.Copies, d.From)
+	s := fmt.Sprintf("%s attempt %d ×%d from %v answered %v", d.IdemKey, d.Attempt, d.Copies, d.From, d.Answers)
 	switch {
 	case d.Stale != "":
 		s += " (" + d.Stale + ")"
@@ -341,6 +342,7 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 		dup := Duplicate{IdemKey: g.key, Attempt: g.attempt, Copies: len(ds)}
 		for _, d := range ds {
 			dup.From = append(dup.From, orDash(d.From))
+			dup.Answers = append(dup.Answers, d.Answer)
 		}
 		// When the attempt was due: attempt 1 at its trigger time (or its
 		// write, for a trigger in the past); a retry when first received.
@@ -381,7 +383,7 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 }
 
 // staleSender finds a copy (after the first) sent by a node after the
-// unplanned fault that targeted it had ended, when the first copy came
+// unplanned fault that isolated it had ended, when the first copy came
 // from another node before that: the node was deposed during its fault and
 // still sent the callback afterwards. It needs the senders' identities
 // (empty in loopback runs: nothing is found).
@@ -395,7 +397,7 @@ func staleSender(faults []history.Fault, ds []history.Delivery) string {
 			continue
 		}
 		for _, f := range faults {
-			if f.Planned || f.End == history.Never || !slices.Contains(f.Targets, d.From) {
+			if f.Planned || !f.Isolates || f.End == history.Never || !slices.Contains(f.Targets, d.From) {
 				continue
 			}
 			if first.Recv.Mono <= f.End.Mono && d.Recv.Mono > f.End.Mono {

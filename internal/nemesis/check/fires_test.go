@@ -176,7 +176,7 @@ func TestFiresStaleSenderAfterItsFault(t *testing.T) {
 	build := func(from1, from2 string) *fb {
 		b := newFB().create("a", 0, 10, 2000).
 			deliver("a", 2000, 1, 2001, 2002, "200").deliver("a", 2000, 1, 5200, 5201, "200")
-		b.h.Faults = append(b.h.Faults, history.Fault{ID: 1, Kind: "pause-leader", Targets: []string{"n1"}, Start: ms(1500), End: ms(5000)})
+		b.h.Faults = append(b.h.Faults, history.Fault{ID: 1, Kind: "pause-leader", Targets: []string{"n1"}, Isolates: true, Start: ms(1500), End: ms(5000)})
 		b.h.Deliveries[0].From, b.h.Deliveries[1].From = from1, from2
 		return b
 	}

@@ -163,9 +163,13 @@ type Fault struct {
 	// callback twice.
 	Planned bool     `json:"planned"`
 	Targets []string `json:"targets,omitempty"`
-	Detail  string   `json:"detail,omitempty"`
-	Start   Stamp    `json:"start"`
-	End     Stamp    `json:"end"` // Never while it lasts
+	// Isolates: the targets were cut off from the others (killed, paused,
+	// partitioned into a minority); whatever they send after the fault
+	// ended must reflect what the others did meanwhile.
+	Isolates bool   `json:"isolates,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	Start    Stamp  `json:"start"`
+	End      Stamp  `json:"end"` // Never while it lasts
 }
 
 // SlotProbe is how long after the fault a create in one slot was first

@@ -24,12 +24,13 @@ type active struct {
 	heal    func() error
 	// probe: measure how long until every slot the victim led is
 	// writable through the others.
-	victim   *cluster.Node
-	led      []int
-	via      []*cluster.Node
-	target   time.Duration
-	skipped  string // why the fault did not run ("" it did)
-	noWindow bool   // nothing happened worth a fault window
+	victim  *cluster.Node
+	led     []int
+	via     []*cluster.Node
+	target  time.Duration
+	skipped string // why the fault did not run ("" it did)
+	// isolates: the targets are cut off from the others (history.Fault).
+	isolates bool
 }
 
 // faultStart records the start of a fault window.
@@ -101,7 +102,7 @@ func (r *run) hold(ctx context.Context, s fault.Step) string {
 		}
 		return "skipped: " + a.skipped
 	}
-	f.Targets = ids(a.targets)
+	f.Targets, f.Isolates = ids(a.targets), a.isolates
 	r.rec.Fault(f)
 	var fo *history.Failover
 	var wg sync.WaitGroup
@@ -165,7 +166,7 @@ func (r *run) apply(ctx context.Context, s fault.Step, ci cluster.Info) active {
 		err := v.Kill()
 		return active{desc: fmt.Sprintf("kill -9 %s (led %d), restarted after %v", v.ID, len(ci.LedBy(v.ID)), hold),
 			targets: []*cluster.Node{v}, heal: v.Start, victim: v, led: ci.LedBy(v.ID), via: others(v),
-			target: r.cfg.FailoverTarget, skipped: errString(err)}
+			target: r.cfg.FailoverTarget, skipped: errString(err), isolates: true}
 	case fault.KillAll:
 		for _, n := range members {
 			_ = n.Kill()
@@ -186,7 +187,7 @@ func (r *run) apply(ctx context.Context, s fault.Step, ci cluster.Info) active {
 		err := v.Pause()
 		return active{desc: fmt.Sprintf("SIGSTOP %s (led %d) for %v", v.ID, len(ci.LedBy(v.ID)), hold),
 			targets: []*cluster.Node{v}, heal: v.Resume, victim: v, led: ci.LedBy(v.ID), via: others(v),
-			target: r.cfg.FailoverTarget, skipped: errString(err)}
+			target: r.cfg.FailoverTarget, skipped: errString(err), isolates: true}
 	case fault.Term:
 		v := most
 		start := time.Now()
@@ -205,11 +206,12 @@ func (r *run) apply(ctx context.Context, s fault.Step, ci cluster.Info) active {
 		case fault.PartitionOne:
 			links = fault.Isolate(most.ID, sortedIDs(members))
 			desc = fmt.Sprintf("cut %s (led %d) off for %v", most.ID, len(ci.LedBy(most.ID)), hold)
-			a = active{targets: []*cluster.Node{most}, victim: most, led: ci.LedBy(most.ID), via: others(most), target: r.cfg.PartitionTarget}
+			a = active{targets: []*cluster.Node{most}, victim: most, led: ci.LedBy(most.ID), via: others(most), target: r.cfg.PartitionTarget, isolates: true}
 		case fault.PartitionMajority:
 			var minority []string
 			links, minority = fault.MajoritySplit(s.Pick, sortedIDs(members))
 			desc = fmt.Sprintf("split %v from the rest for %v", minority, hold)
+			a.isolates = true
 			for _, id := range minority {
 				a.targets = append(a.targets, byID[id])
 			}

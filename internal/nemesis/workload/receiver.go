@@ -94,7 +94,7 @@ func (r *Receiver) answer(key string, attempt, n int) (string, time.Duration) {
 	binary.LittleEndian.PutUint64(b[:], r.seed)
 	h.Write(b[:])
 	fmt.Fprintf(h, "%s|%d|%d", key, attempt, n)
-	x := h.Sum64()
+	x := mix(h.Sum64())
 	u := float64(x>>11) / (1 << 53)
 	p := r.policy
 	switch {
@@ -106,6 +106,18 @@ func (r *Receiver) answer(key string, attempt, n int) (string, time.Duration) {
 		return "close", 0
 	}
 	return "200", 0
+}
+
+// mix is splitmix64's finalizer: FNV-1a alone barely changes the high
+// bits when only the last input byte differs (copy 0 and copy 1 of a
+// delivery would nearly always get the same answer).
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {

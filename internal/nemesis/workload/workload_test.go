@@ -159,6 +159,20 @@ func TestReceiver(t *testing.T) {
 	if !r.Delivered("c", "j5", 1000) || r.Delivered("c", "j5", 999) {
 		t.Fatal("Delivered")
 	}
+	// A delivery's copies are answered independently: with half of the
+	// answers "close", copy 1 must not simply repeat copy 0.
+	half := &Receiver{seed: 3, policy: Policy{Close: 0.5}}
+	same := 0
+	for i := 0; i < 200; i++ {
+		a0, _ := half.answer(fmt.Sprintf("c:j%d:1000", i), 1, 0)
+		a1, _ := half.answer(fmt.Sprintf("c:j%d:1000", i), 1, 1)
+		if a0 == a1 {
+			same++
+		}
+	}
+	if same < 60 || same > 140 {
+		t.Fatalf("copy 1 got copy 0's answer %d times in 200 (want about 100)", same)
+	}
 	// The same delivery gets the same answer in another run with the
 	// same seed.
 	r2 := &Receiver{seed: 1, policy: policy}
