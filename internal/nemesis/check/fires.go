@@ -160,8 +160,14 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 	toMono := func(wallNs int64) int64 { return wallNs - startWall }
 	cbt := int64(opt.CallbackTimeout)
 
-	// Writes per key, in call order.
+	// Writes per key, in call order; reads for the diagnosis of lost jobs.
 	writes := map[string][]history.Op{}
+	reads := map[string][]history.Op{}
+	for _, op := range h.Ops {
+		if !op.Write() {
+			reads[op.Key()] = append(reads[op.Key()], op)
+		}
+	}
 	var keys []string
 	for _, op := range h.Ops {
 		if !op.Write() || op.Outcome == history.Fail {
@@ -297,7 +303,7 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 		if owed {
 			res.Owed++
 			if first == nil {
-				res.Lost = append(res.Lost, fmt.Sprintf("%s: owed a delivery with trigger_time in %v, got %d deliveries%s", k, sortedKeys(allowed), len(ds), lastWrite(ws)))
+				res.Lost = append(res.Lost, fmt.Sprintf("%s: owed a delivery with trigger_time in %v, got %d deliveries%s%s", k, sortedKeys(allowed), len(ds), lastWrite(ws), lastRead(reads[k])))
 			} else {
 				res.Delivered++
 			}
@@ -477,6 +483,22 @@ func owes(states []possible) (bool, map[int64]bool) {
 		}
 	}
 	return len(states) > 0, allowed
+}
+
+// lastRead describes the last successful read of a job (its status and
+// last_error say why it was not delivered).
+func lastRead(ops []history.Op) string {
+	for i := len(ops) - 1; i >= 0; i-- {
+		op := ops[i]
+		if op.Kind == history.Get && op.Outcome == history.OK && op.Status == http.StatusOK {
+			s := fmt.Sprintf("; last read via %s at %.3fs: v%d %s, %d attempts", op.Via, sec(op.Call.Mono), op.Version, op.JobStatus, op.JobAttempts)
+			if op.JobLastError != "" {
+				s += fmt.Sprintf(", last_error %q", op.JobLastError)
+			}
+			return s
+		}
+	}
+	return ""
 }
 
 func lastWrite(ws []history.Op) string {

@@ -26,6 +26,7 @@ type Report struct {
 	Fire       FireResult
 	Failover   FailoverResult
 	Unrecovery []string // cycles after which the cluster did not become healthy again
+	Observed   []string // contract violations the runner saw during the cycles
 }
 
 // Run runs every checker over h.
@@ -56,13 +57,16 @@ func Run(h *history.History, opt Options) Report {
 		if !c.Recovered {
 			r.Unrecovery = append(r.Unrecovery, fmt.Sprintf("cycle %d (%s %s): %s", c.N, c.Fault, c.Detail, c.Problem))
 		}
+		for _, v := range c.Violations {
+			r.Observed = append(r.Observed, fmt.Sprintf("cycle %d (%s): %s", c.N, c.Fault, v))
+		}
 	}
 	return r
 }
 
 // Violations counts every contract violation and missed target.
 func (r Report) Violations() int {
-	return len(r.Lin.Violations) + len(r.Lin.ErrorsThatTookEffect) + r.Fire.Violations() + r.Failover.Violations() + len(r.Unrecovery)
+	return len(r.Lin.Violations) + len(r.Lin.ErrorsThatTookEffect) + r.Fire.Violations() + r.Failover.Violations() + len(r.Unrecovery) + len(r.Observed)
 }
 
 // Summary lines, one per finding category, for the report's head and the
@@ -83,6 +87,7 @@ func (r Report) Summary() []string {
 		line(len(r.Fire.Stray)+len(r.Fire.BadHeaders), "stray deliveries / bad headers"),
 		line(r.Failover.Violations(), fmt.Sprintf("failovers over %v or never", r.Failover.Target)),
 		line(len(r.Unrecovery), "cycles after which the cluster did not recover"),
+		line(len(r.Observed), "other contract violations seen by the runner"),
 	}
 }
 
@@ -185,4 +190,5 @@ func (r Report) Write(w io.Writer, perKind int) {
 	list("failover never completed", r.Failover.Never)
 	list("failover not observed (healed before the target)", r.Failover.Inconclusive)
 	list("not recovered", r.Unrecovery)
+	list("seen by the runner", r.Observed)
 }

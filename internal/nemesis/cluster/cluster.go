@@ -277,7 +277,12 @@ func (c *Cluster) AnyInfo(ctx context.Context) (Info, *Node, error) {
 // set alive, every slot led with its full replica set, healthy.
 func (c *Cluster) Healthy(ctx context.Context) error {
 	members := c.Members()
-	ids := map[string]bool{}
+	ids, removed := map[string]bool{}, map[string]bool{}
+	for _, n := range c.Nodes() {
+		if n.Removed() {
+			removed[n.ID] = true
+		}
+	}
 	for _, n := range members {
 		ids[n.ID] = true
 		if !n.Running() {
@@ -295,7 +300,7 @@ func (c *Cluster) Healthy(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := ci.CheckHealthy(ids, c.cfg.Slots, c.cfg.Replicas); err != nil {
+		if err := ci.CheckHealthy(ids, removed, c.cfg.Slots, c.cfg.Replicas); err != nil {
 			return fmt.Errorf("via %s: %w", n.ID, err)
 		}
 	}

@@ -76,9 +76,10 @@ func (ci Info) RankByLeadership(candidates []string) []string {
 }
 
 // CheckHealthy: the slot count and replication factor as configured, every
-// member listed and alive and no other node listed, every slot led by a
-// member, healthy, with rf replicas all members.
-func (ci Info) CheckHealthy(members map[string]bool, slots, rf int) error {
+// member listed and alive and no other node listed (except removed ones
+// still shown as left: the runner reports those itself), every slot led by
+// a member, healthy, with rf replicas all members.
+func (ci Info) CheckHealthy(members, removed map[string]bool, slots, rf int) error {
 	if ci.SlotCount != slots || len(ci.Slots) != slots {
 		return fmt.Errorf("slot_count %d with %d slots, want %d", ci.SlotCount, len(ci.Slots), slots)
 	}
@@ -88,6 +89,9 @@ func (ci Info) CheckHealthy(members map[string]bool, slots, rf int) error {
 	seen := map[string]bool{}
 	for _, n := range ci.Nodes {
 		seen[n.ID] = true
+		if removed[n.ID] && (n.Status == "left" || n.Status == "failed") {
+			continue
+		}
 		if !members[n.ID] {
 			return fmt.Errorf("node %s (%s) listed but not a member: %s", n.ID, n.Status, ci.Summary())
 		}

@@ -18,7 +18,14 @@ func info3() Info {
 
 func TestCheckHealthy(t *testing.T) {
 	members := map[string]bool{"n1": true, "n2": true, "n3": true}
-	if err := info3().CheckHealthy(members, 3, 3); err != nil {
+	if err := info3().CheckHealthy(members, nil, 3, 3); err != nil {
+		t.Fatal(err)
+	}
+	// A removed node still shown as left does not stop the run (the
+	// runner reports it on its own).
+	ci := info3()
+	ci.Nodes = append(ci.Nodes, InfoNode{ID: "n9", Status: "left"})
+	if err := ci.CheckHealthy(members, map[string]bool{"n9": true}, 3, 3); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -36,7 +43,7 @@ func TestCheckHealthy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ci := info3()
 			tc.change(&ci)
-			err := ci.CheckHealthy(members, 3, 3)
+			err := ci.CheckHealthy(members, map[string]bool{"n9": false}, 3, 3)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error with %q", err, tc.want)
 			}

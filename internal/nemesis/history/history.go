@@ -104,6 +104,9 @@ type Op struct {
 	Version    uint64 `json:"version,omitempty"`
 	JobStatus  string `json:"job_status,omitempty"`
 	JobTrigger int64  `json:"job_trigger,omitempty"`
+	// For diagnosis: the job's attempts and last_error in the answer.
+	JobAttempts  int    `json:"job_attempts,omitempty"`
+	JobLastError string `json:"job_last_error,omitempty"`
 }
 
 // Key is the job's collection/id: the unit of partitioning.
@@ -122,6 +125,9 @@ type Completion struct {
 	Version    uint64  `json:"version,omitempty"`
 	JobStatus  string  `json:"job_status,omitempty"`
 	JobTrigger int64   `json:"job_trigger,omitempty"`
+	// For diagnosis only.
+	JobAttempts  int    `json:"job_attempts,omitempty"`
+	JobLastError string `json:"job_last_error,omitempty"`
 }
 
 // Delivery is one callback request the receiver got.
@@ -210,6 +216,9 @@ type Cycle struct {
 	Recovered  bool   `json:"recovered"`
 	RecoveryNs int64  `json:"recovery_ns"`
 	Problem    string `json:"problem,omitempty"`
+	// Violations the runner saw directly (e.g. a removed node still
+	// listed by /v1/cluster).
+	Violations []string `json:"violations,omitempty"`
 }
 
 // Meta describes the run.

@@ -214,6 +214,7 @@ func (r *Recorder) Close() error {
 func (op *Op) apply(c Completion) {
 	op.Ret, op.Outcome, op.Status, op.Code, op.Err = c.Ret, c.Outcome, c.Status, c.Code, c.Err
 	op.Version, op.JobStatus, op.JobTrigger = c.Version, c.JobStatus, c.JobTrigger
+	op.JobAttempts, op.JobLastError = c.JobAttempts, c.JobLastError
 }
 
 // Load reads a run back from dir.

@@ -62,9 +62,12 @@ func (r *run) cycle(ctx context.Context, s fault.Step) history.Cycle {
 	}
 	var desc string
 	if s.Kind == fault.Membership {
-		desc = r.membership(ctx, s)
+		desc, c.Violations = r.membership(ctx, s)
 	} else {
 		desc = r.hold(ctx, s)
+	}
+	for _, v := range c.Violations {
+		desc += "; VIOLATION: " + v
 	}
 	healed := time.Now()
 	d, err := r.cl.WaitHealthy(ctx, r.cfg.SettleTimeout)

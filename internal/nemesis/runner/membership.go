@@ -13,16 +13,17 @@ import (
 )
 
 const (
-	joinTimeout  = 60 * time.Second
-	moveTimeout  = 90 * time.Second
-	pollInterval = 200 * time.Millisecond
+	removeTimeout = 30 * time.Second
+	joinTimeout   = 60 * time.Second
+	moveTimeout   = 90 * time.Second
+	pollInterval  = 200 * time.Millisecond
 )
 
 // membership runs the membership changes during another fault (s.Under,
 // held for its own duration in the meantime): add a node, rebalance onto
 // it, drain an old member, stop it and remove it. Each change is a planned
 // fault window of its own.
-func (r *run) membership(ctx context.Context, s fault.Step) string {
+func (r *run) membership(ctx context.Context, s fault.Step) (string, []string) {
 	var underDesc string
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -31,16 +32,16 @@ func (r *run) membership(ctx context.Context, s fault.Step) string {
 		underDesc = r.hold(ctx, *s.Under)
 	}()
 	sleepCtx(ctx, 500*time.Millisecond) // the fault is in force
-	var steps []string
-	err := r.changeMembers(ctx, s, &steps)
+	var steps, violations []string
+	err := r.changeMembers(ctx, s, &steps, &violations)
 	if err != nil {
 		steps = append(steps, "FAILED: "+err.Error())
 	}
 	wg.Wait()
-	return fmt.Sprintf("during [%s]: %s", underDesc, strings.Join(steps, ", "))
+	return fmt.Sprintf("during [%s]: %s", underDesc, strings.Join(steps, ", ")), violations
 }
 
-func (r *run) changeMembers(ctx context.Context, s fault.Step, steps *[]string) error {
+func (r *run) changeMembers(ctx context.Context, s fault.Step, steps, violations *[]string) error {
 	// Add a node, joined through a member that is up.
 	up := r.cl.Up()
 	if len(up) == 0 {
@@ -130,12 +131,16 @@ func (r *run) changeMembers(ctx context.Context, s fault.Step, steps *[]string) 
 	err = r.admin(ctx, "DELETE", "/v1/admin/nodes/"+v.ID, nil)
 	if err == nil {
 		v.MarkRemoved()
-		err = r.waitInfo(ctx, joinTimeout, func(ci cluster.Info) error {
-			if _, ok := ci.Node(v.ID); ok {
-				return fmt.Errorf("%s still listed", v.ID)
+		// "It then disappears from /v1/cluster" (API.md §5): on every
+		// member.
+		if werr := r.waitEvery(ctx, removeTimeout, func(ci cluster.Info) error {
+			if in, ok := ci.Node(v.ID); ok {
+				return fmt.Errorf("%s still listed as %s", v.ID, in.Status)
 			}
 			return nil
-		})
+		}); werr != nil {
+			*violations = append(*violations, fmt.Sprintf("removed node %s: %v", v.ID, werr))
+		}
 	}
 	r.faultEnd(f)
 	if terr != nil {
@@ -198,6 +203,35 @@ func (r *run) waitInfo(ctx context.Context, timeout time.Duration, cond func(clu
 			return nil
 		}
 		last = err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %v: %w", timeout, last)
+		}
+		sleepCtx(ctx, pollInterval)
+	}
+	return ctx.Err()
+}
+
+// waitEvery polls /v1/cluster on every up member until cond holds on all
+// of them.
+func (r *run) waitEvery(ctx context.Context, timeout time.Duration, cond func(cluster.Info) error) error {
+	deadline := time.Now().Add(timeout)
+	for ctx.Err() == nil {
+		var last error
+		for _, n := range r.cl.Up() {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			ci, err := r.cl.Info(rctx, n)
+			cancel()
+			if err == nil {
+				err = cond(ci)
+			}
+			if err != nil {
+				last = fmt.Errorf("via %s: %w", n.ID, err)
+				break
+			}
+		}
+		if last == nil {
+			return nil
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("after %v: %w", timeout, last)
 		}

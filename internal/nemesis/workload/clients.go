@@ -330,6 +330,8 @@ type jobBody struct {
 	Version     uint64 `json:"version"`
 	Status      string `json:"status"`
 	TriggerTime int64  `json:"trigger_time"`
+	Attempts    int    `json:"attempts"`
+	LastError   string `json:"last_error"`
 }
 
 type answerBody struct {
@@ -408,6 +410,7 @@ func (w *Workload) do(ctx context.Context, timeout time.Duration, clientID int, 
 			j = *a.Job
 		}
 		c.Version, c.JobStatus, c.JobTrigger = j.Version, j.Status, j.TriggerTime
+		c.JobAttempts, c.JobLastError = j.Attempts, j.LastError
 		if a.Error != nil {
 			c.Code = a.Error.Code
 			if c.Err == "" {
