@@ -120,6 +120,7 @@ type FireResult struct {
 	Outside       []Duplicate // duplicates outside every fault's in-flight window
 	PlannedDups   []Duplicate // duplicates during planned moves only
 	StaleDups     []Duplicate // re-sent by a deposed leader after its fault healed
+	ResentOnClose []Duplicate // re-sent at once, same attempt, after the receiver closed without answering
 	// Allowed: duplicates within an unplanned fault's in-flight window.
 	InWindow       []Duplicate
 	InWindowByKind map[string]int
@@ -131,7 +132,7 @@ type FireResult struct {
 // Violations counts the contract violations.
 func (r FireResult) Violations() int {
 	return len(r.Lost) + len(r.Early) + len(r.AfterDelete) + len(r.InFlightAtAck) + len(r.AfterReplace) +
-		len(r.Stray) + len(r.BadHeaders) + len(r.Outside) + len(r.PlannedDups) + len(r.StaleDups)
+		len(r.Stray) + len(r.BadHeaders) + len(r.Outside) + len(r.PlannedDups) + len(r.StaleDups) + len(r.ResentOnClose)
 }
 
 // possible is one state a job may be in at some point of its writes.
@@ -364,6 +365,8 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 			dup.Planned = faultAt(due, true, cbt, int64(opt.FailoverAllowance))
 		}
 		switch {
+		case resentOnClose(ds):
+			res.ResentOnClose = append(res.ResentOnClose, dup)
 		case dup.Stale != "":
 			res.StaleDups = append(res.StaleDups, dup)
 		case dup.Window != "":
@@ -375,7 +378,7 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 			res.Outside = append(res.Outside, dup)
 		}
 	}
-	for _, l := range [][]Duplicate{res.InWindow, res.PlannedDups, res.Outside, res.StaleDups} {
+	for _, l := range [][]Duplicate{res.InWindow, res.PlannedDups, res.Outside, res.StaleDups, res.ResentOnClose} {
 		sort.Slice(l, func(i, j int) bool {
 			return l[i].IdemKey < l[j].IdemKey || l[i].IdemKey == l[j].IdemKey && l[i].Attempt < l[j].Attempt
 		})
@@ -386,6 +389,20 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 		res.Lateness[kind] = distOf(ls)
 	}
 	return res
+}
+
+// resentOnClose: a copy the receiver answered by closing the connection
+// is followed, within a second, by another copy of the same attempt from
+// the same node: the sender's HTTP client re-sent the POST on EOF instead
+// of counting a failed attempt.
+func resentOnClose(ds []history.Delivery) bool {
+	for i := 1; i < len(ds); i++ {
+		a, b := ds[i-1], ds[i]
+		if a.Answer == "close" && a.From == b.From && b.Recv.Mono-a.Reply.Mono < int64(time.Second) {
+			return true
+		}
+	}
+	return false
 }
 
 // staleSender finds a copy (after the first) sent by a node after the

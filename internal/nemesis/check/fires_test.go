@@ -96,8 +96,11 @@ func TestFiresFindsEachViolation(t *testing.T) {
 			write(history.Put, "a", 20, 30, 5000, 200, history.OK).deliver("a", 1000, 1, 1001, 1002, "200"),
 			func(r FireResult) int { return len(r.Lost) }},
 		{"duplicate with no fault", newFB().create("a", 0, 10, 1000).
-			deliver("a", 1000, 1, 1001, 1002, "close").deliver("a", 1000, 1, 1003, 1004, "200"),
+			deliver("a", 1000, 1, 1001, 1002, "200").deliver("a", 1000, 1, 1003, 1004, "200"),
 			func(r FireResult) int { return len(r.Outside) }},
+		{"re-sent at once after the receiver closed the connection", newFB().create("a", 0, 10, 1000).fault("kill", false, 500, 1500).
+			deliver("a", 1000, 1, 1001, 1002, "close").deliver("a", 1000, 1, 1003, 1004, "200"),
+			func(r FireResult) int { return len(r.ResentOnClose) }},
 		{"duplicate during a planned move", newFB().create("a", 0, 10, 1000).fault("drain", true, 500, 1500).
 			deliver("a", 1000, 1, 1001, 1002, "200").deliver("a", 1000, 1, 1200, 1201, "200"),
 			func(r FireResult) int { return len(r.PlannedDups) }},

@@ -84,6 +84,7 @@ func (r Report) Summary() []string {
 		line(len(r.Fire.Outside), "duplicates outside any fault's in-flight window"),
 		line(len(r.Fire.PlannedDups), "duplicates during planned moves"),
 		line(len(r.Fire.StaleDups), "duplicates re-sent by a deposed node after its fault healed"),
+		line(len(r.Fire.ResentOnClose), "attempts re-sent at once after the receiver closed without answering"),
 		line(len(r.Fire.Stray)+len(r.Fire.BadHeaders), "stray deliveries / bad headers"),
 		line(r.Failover.Violations(), fmt.Sprintf("failovers over %v or never", r.Failover.Target)),
 		line(len(r.Unrecovery), "cycles after which the cluster did not recover"),
@@ -184,6 +185,7 @@ func (r Report) Write(w io.Writer, perKind int) {
 	list("duplicates outside any fault window", dups(f.Outside))
 	list("duplicates during planned moves", dups(f.PlannedDups))
 	list("duplicates re-sent by a deposed node after its fault healed", dups(f.StaleDups))
+	list("attempts re-sent at once after the receiver closed without answering", dups(f.ResentOnClose))
 	list("stray deliveries", f.Stray)
 	list("bad headers", f.BadHeaders)
 	list("failover over target", r.Failover.OverTarget)

@@ -129,6 +129,7 @@ func (r *run) changeMembers(ctx context.Context, s fault.Step, steps, violations
 	f = r.faultStart(s.Cycle, "remove-node", true, []*cluster.Node{v}, "")
 	code, terr := v.Terminate(30 * time.Second)
 	err = r.admin(ctx, "DELETE", "/v1/admin/nodes/"+v.ID, nil)
+	r.faultEnd(f)
 	if err == nil {
 		v.MarkRemoved()
 		// "It then disappears from /v1/cluster" (API.md §5): on every
@@ -142,7 +143,6 @@ func (r *run) changeMembers(ctx context.Context, s fault.Step, steps, violations
 			*violations = append(*violations, fmt.Sprintf("removed node %s: %v", v.ID, werr))
 		}
 	}
-	r.faultEnd(f)
 	if terr != nil {
 		*steps = append(*steps, fmt.Sprintf("SIGTERM %s: %v", v.ID, terr))
 	}
