@@ -10,7 +10,7 @@ STATICCHECK_VERSION ?= v0.6.1
 
 export TIMEMACHINE_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build run test test-unit test-e2e lint fmt bench bench-go soak cluster clean
+.PHONY: all build run test test-unit test-e2e lint fmt bench bench-go soak nemesis cluster clean
 
 all: build
 
@@ -23,13 +23,16 @@ run: build
 
 # Unit, fuzz-corpus, FSM, storage-crash and in-process tests (with -race),
 # then end-to-end tests of the real binary (real processes, kill -9).
+# The short nemesis (internal/nemesis/runner, ~3 min, real processes) runs
+# without -race: the race detector would only slow the harness down.
 test: build
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e)
+	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
 	$(GO) test -count=1 -timeout 12m ./e2e/...
+	$(GO) test -count=1 -timeout 10m ./internal/nemesis/runner/
 
 test-unit:
-	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e)
+	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
 
 test-e2e: build
 	$(GO) test -count=1 -timeout 12m -v ./e2e/...
@@ -54,6 +57,13 @@ bench: build
 # kill -9 / restart cycles against a running workload (long; not in `make test`).
 soak: build
 	./scripts/soak.sh
+
+# The nemesis (docs/reliability.md): CYCLES (default 100) fault cycles
+# against a cluster of NODES (3 or 5) real processes, then the history
+# checkers; SEED replays a schedule, FAULTS picks faults, OUT keeps the files.
+nemesis: build
+	CYCLES=$(or $(CYCLES),100) NODES=$(or $(NODES),3) SEED=$(SEED) FAULTS=$(FAULTS) OUT=$(OUT) \
+		MAX_HOLD=$(MAX_HOLD) NETWORK=$(NETWORK) ./scripts/nemesis.sh
 
 # A local 3-node cluster on loopback (scripts/cluster.sh start|stop|status).
 cluster: build
