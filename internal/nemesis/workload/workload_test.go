@@ -48,7 +48,6 @@ func TestClassify(t *testing.T) {
 
 type memRec struct {
 	mu   sync.Mutex
-	rec  *history.Recorder
 	dels []history.Delivery
 }
 
