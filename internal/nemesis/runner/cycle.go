@@ -24,11 +24,12 @@ type active struct {
 	heal    func() error
 	// probe: measure how long until every slot the victim led is
 	// writable through the others.
-	victim  *cluster.Node
-	led     []int
-	via     []*cluster.Node
-	target  time.Duration
-	skipped string // why the fault did not run ("" it did)
+	victim      *cluster.Node
+	led         []int
+	via         []*cluster.Node
+	target      time.Duration
+	skipped     string // why the fault did not run ("" it did)
+	unsupported bool   // ... because this build cannot do it at all
 	// isolates: the targets are cut off from the others (history.Fault).
 	isolates bool
 }
@@ -55,7 +56,7 @@ func (r *run) faultEnd(f history.Fault) {
 func (r *run) cycle(ctx context.Context, s fault.Step) history.Cycle {
 	c := history.Cycle{N: s.Cycle, Fault: string(s.Kind), Detail: s.String(), Start: r.clock.Now()}
 	head := fmt.Sprintf("cycle %3d/%d  %-18s", s.Cycle, r.cfg.Cycles, s.Kind)
-	if why, ok := r.meta.Unsupported[string(s.Kind)]; ok {
+	if why, ok := r.unsupported(s.Kind); ok {
 		r.printf("%s skipped: %s", head, why)
 		c.Recovered, c.Problem, c.End = true, "skipped: "+why, r.clock.Now()
 		return c
@@ -98,10 +99,12 @@ func (r *run) hold(ctx context.Context, s fault.Step) string {
 	if a.skipped != "" {
 		f.End = r.clock.Now()
 		r.rec.Fault(f)
-		if a.skipped != "" {
+		if a.unsupported {
+			// The build cannot do it: skip every later cycle of this kind.
 			r.mu.Lock()
 			r.meta.Unsupported[string(s.Kind)] = a.skipped
 			r.mu.Unlock()
+			r.saveMeta()
 		}
 		return "skipped: " + a.skipped
 	}
@@ -241,11 +244,11 @@ func (r *run) apply(ctx context.Context, s fault.Step, ci cluster.Info) active {
 		return active{desc: fmt.Sprintf("%v delay on %s's raft/RPC links for %v", s.Delay, v.ID, hold), targets: []*cluster.Node{v}, heal: r.topo.Heal}
 	case fault.Clock:
 		if !r.clock0 {
-			return active{skipped: "not supported by this build (no --debug-faults flag)"}
+			return active{skipped: "not supported by this build (no --debug-faults flag)", unsupported: true}
 		}
 		v := most
 		if err := r.setClock(ctx, v, s.Offset); err != nil {
-			return active{skipped: err.Error()}
+			return active{skipped: err.Error(), unsupported: errors.Is(err, errNoClockHook)}
 		}
 		return active{desc: fmt.Sprintf("clock of %s (led %d) offset %+v for %v", v.ID, len(ci.LedBy(v.ID)), s.Offset, hold),
 			targets: []*cluster.Node{v}, heal: func() error { return r.setClock(context.WithoutCancel(ctx), v, 0) }}
@@ -268,6 +271,9 @@ func (r *run) pairs(links []fault.Link, byID map[string]*cluster.Node) []netfaul
 	return out
 }
 
+// errNoClockHook: the build has no clock hook.
+var errNoClockHook = errors.New("not supported by this build (POST /v1/debug/clock: 404)")
+
 // setClock sets a node's clock offset through the server's debug hook
 // (POST /v1/debug/clock {"offset":"2s"} → 204).
 func (r *run) setClock(ctx context.Context, n *cluster.Node, offset time.Duration) error {
@@ -278,7 +284,7 @@ func (r *run) setClock(ctx context.Context, n *cluster.Node, offset time.Duratio
 	case err != nil:
 		return fmt.Errorf("POST /v1/debug/clock via %s: %w", n.ID, err)
 	case st == http.StatusNotFound:
-		return errors.New("not supported by this build (POST /v1/debug/clock: 404)")
+		return errNoClockHook
 	case st != http.StatusNoContent:
 		return fmt.Errorf("POST /v1/debug/clock via %s: %d %s", n.ID, st, strings.TrimSpace(string(b)))
 	}

@@ -61,7 +61,7 @@ func (r *run) changeMembers(ctx context.Context, s fault.Step, steps, violations
 	r.mu.Lock()
 	r.meta.NodeAddrs[n.ID] = n.Host
 	r.mu.Unlock()
-	r.rec.Meta(r.meta)
+	r.saveMeta()
 	f.Targets = []string{n.ID}
 	if err := n.Start(); err != nil {
 		r.faultEnd(f)

@@ -274,7 +274,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.createCollection(ctx); err != nil {
 		return err
 	}
-	rec.Meta(r.meta)
+	r.saveMeta()
 
 	r.wl = workload.New(workload.Config{Coll: coll, Clients: cfg.Clients, Seed: cfg.Seed, CallbackURL: r.rcv.URL(),
 		CallbackTimeout: callbackTimeout, TriggerMin: 200 * time.Millisecond, TriggerMax: 4 * time.Second, PastFraction: 0.1,
@@ -306,9 +306,26 @@ func (r *run) execute(ctx context.Context) error {
 	r.drain(ctx)
 	r.printf("final reads of %d jobs", len(r.wl.Jobs()))
 	r.wl.FinalReads(ctx, 200, finalReadClients)
+	r.mu.Lock()
 	r.meta.DrainedUntil = r.clock.Now().Wall
-	rec.Meta(r.meta)
+	r.mu.Unlock()
+	r.saveMeta()
 	return nil
+}
+
+// saveMeta records the run's meta as it is now (the last record wins).
+func (r *run) saveMeta() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rec.Meta(r.meta)
+}
+
+// unsupported says why a fault kind cannot run here, if it cannot.
+func (r *run) unsupported(k fault.Kind) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	why, ok := r.meta.Unsupported[string(k)]
+	return why, ok
 }
 
 func hasKind(ks []fault.Kind, k fault.Kind) bool {
@@ -422,7 +439,9 @@ func (r *run) repair(ctx context.Context) bool {
 func (r *run) drain(ctx context.Context) {
 	last := time.UnixMilli(r.wl.LastTrigger())
 	deadline := last.Add(drainAfterLast)
+	r.mu.Lock()
 	opt := Options(r.meta).Fire
+	r.mu.Unlock()
 	for ctx.Err() == nil {
 		opt.DeadlineWall = r.clock.Now().Wall
 		res := check.Fires(r.rec.Snapshot(), opt)
