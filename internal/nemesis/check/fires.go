@@ -263,7 +263,7 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 		// Deliveries after an acknowledged delete or replace.
 		for _, s := range sups {
 			for _, d := range ds {
-				if !s.triggers[d.Trigger] {
+				if !s.triggers[d.Trigger] || rewritten(ws, s.op, d) {
 					continue
 				}
 				end := d.Reply.Mono
@@ -360,14 +360,20 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 			}
 		}
 		dup.Stale = staleSender(h.Faults, ds)
-		dup.Window = faultAt(due, false, cbt, int64(opt.FailoverAllowance))
+		if recreated(writes[ds[0].Key()], ds) {
+			// Deleted, then created again by a write that had been
+			// pending: a new job that happens to share the key.
+			dup.Window = "a re-creation by an indeterminate write"
+		} else {
+			dup.Window = faultAt(due, false, cbt, int64(opt.FailoverAllowance))
+		}
 		if dup.Window == "" {
 			dup.Planned = faultAt(due, true, cbt, int64(opt.FailoverAllowance))
 		}
 		switch {
 		case resentOnClose(ds):
 			res.ResentOnClose = append(res.ResentOnClose, dup)
-		case dup.Stale != "":
+		case dup.Stale != "" && dup.Window != "a re-creation by an indeterminate write":
 			res.StaleDups = append(res.StaleDups, dup)
 		case dup.Window != "":
 			res.InWindow = append(res.InWindow, dup)
@@ -389,6 +395,42 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 		res.Lateness[kind] = distOf(ls)
 	}
 	return res
+}
+
+// rewritten reports whether a delivery after the superseding write sup can
+// come from a write that set its trigger again: an indeterminate write
+// with that trigger called before the delivery (it may take effect at any
+// time after its call, e.g. a request held by a paused node and applied
+// when it resumed), or a successful one called after sup was.
+func rewritten(ws []history.Op, sup history.Op, d history.Delivery) bool {
+	for _, w := range ws {
+		if w.Kind == history.Delete || w.Trigger != d.Trigger || w.Call.Mono >= d.Recv.Mono {
+			continue
+		}
+		if w.Outcome == history.Unknown {
+			return true
+		}
+		if w.Outcome == history.OK && (w.Status == http.StatusCreated || w.Status == http.StatusOK) && w.Call.Mono > sup.Call.Mono {
+			return true
+		}
+	}
+	return false
+}
+
+// recreated: between two copies, the job was deleted (204) and a write
+// that may set its trigger again explains the later copy.
+func recreated(ws []history.Op, ds []history.Delivery) bool {
+	for _, del := range ws {
+		if del.Kind != history.Delete || del.Outcome != history.OK || (del.Status != http.StatusNoContent && del.Status != http.StatusOK) {
+			continue
+		}
+		for i := 1; i < len(ds); i++ {
+			if ds[0].Recv.Mono < del.Ret.Mono && del.Ret.Mono < ds[i].Recv.Mono && rewritten(ws, del, ds[i]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resentOnClose: a copy the receiver answered by closing the connection

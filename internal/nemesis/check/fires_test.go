@@ -198,3 +198,25 @@ func TestFiresStaleSenderAfterItsFault(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+// A create held by a paused node (the client timed out), retried through
+// another node, deleted, and then applied when the node resumed: the job
+// fires after the delete's 204, and that is not a violation (the
+// indeterminate create may take effect at any time after its call).
+func TestFiresIndeterminateWriteAppliedAfterTheDelete(t *testing.T) {
+	b := newFB().
+		write(history.Create, "a", 0, 0, 1000, 0, history.Unknown). // held by the paused node
+		create("a", 500, 510, 1000).                                // the retry
+		deliver("a", 1000, 1, 1001, 1002, "200").
+		write(history.Delete, "a", 1005, 1010, 0, 204, history.OK).
+		deliver("a", 1000, 1, 9000, 9001, "200") // the held create, applied at 8.9 s
+	res := b.check()
+	if len(res.AfterDelete) != 0 || len(res.InFlightAtAck) != 0 || res.Violations() != 0 || len(res.InWindow) != 1 {
+		t.Fatalf("explained by the indeterminate create: %+v", res)
+	}
+	// Without the indeterminate create it is a violation.
+	b.h.Ops = b.h.Ops[1:]
+	if res := b.check(); len(res.AfterDelete) != 1 || len(res.Outside) != 1 {
+		t.Fatalf("%+v", res)
+	}
+}
