@@ -80,6 +80,14 @@ func TestParse(t *testing.T) {
 	if ks, _ := Parse("all"); len(ks) != len(All) {
 		t.Fatal("all")
 	}
+	if ks, err := Parse("none"); err != nil || len(ks) != 1 || ks[0] != None {
+		t.Fatalf("none: %v %v", ks, err)
+	}
+	for _, s := range Schedule(2, Options{Cycles: 3, Kinds: []Kind{None}}) {
+		if s.Kind != None || s.Hold < 3*time.Second {
+			t.Fatalf("quiet cycle %+v", s)
+		}
+	}
 }
 
 // sees computes, for each node, the nodes it can reach (itself included).

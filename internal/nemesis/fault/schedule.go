@@ -28,6 +28,9 @@ const (
 	Clock             Kind = "clock"              // offset the clock of the leader of most slots by Offset for Hold
 	Term              Kind = "sigterm"            // SIGTERM the leader of most slots (planned), restart after Hold
 	Membership        Kind = "membership"         // add a node, rebalance, drain and remove an old one, during Under
+	// None is a quiet cycle (the baseline: what the workload alone
+	// shows). Not part of All.
+	None Kind = "none"
 )
 
 // All lists every kind, in the order they are documented.
@@ -158,6 +161,8 @@ func draw(rng *rand.Rand, k Kind, maxHold time.Duration) Step {
 		}
 	case Membership:
 		// Its length is that of the membership changes themselves.
+	case None:
+		s.Hold = between(rng, 3*time.Second, 10*time.Second)
 	}
 	if maxHold > 0 && s.Hold > maxHold {
 		s.Hold = maxHold
@@ -170,7 +175,7 @@ func Parse(list string) ([]Kind, error) {
 	if list == "" || list == "all" {
 		return append([]Kind(nil), All...), nil
 	}
-	known := map[Kind]bool{}
+	known := map[Kind]bool{None: true}
 	for _, k := range All {
 		known[k] = true
 	}
@@ -179,7 +184,7 @@ func Parse(list string) ([]Kind, error) {
 	for _, f := range strings.Split(list, ",") {
 		k := Kind(strings.TrimSpace(f))
 		if !known[k] {
-			return nil, fmt.Errorf("unknown fault %q (known: %s)", k, Names(All))
+			return nil, fmt.Errorf("unknown fault %q (known: %s, none)", k, Names(All))
 		}
 		if !seen[k] {
 			seen[k] = true

@@ -88,6 +88,11 @@ func (r *run) cycle(ctx context.Context, s fault.Step) history.Cycle {
 // hold applies a fault, holds it for its duration (measuring failover
 // meanwhile), and heals it. It returns what happened, in words.
 func (r *run) hold(ctx context.Context, s fault.Step) string {
+	if s.Kind == fault.None {
+		// No fault and no window: whatever shows here is the workload's.
+		sleepCtx(ctx, s.Hold)
+		return fmt.Sprintf("no fault for %v", s.Hold.Round(10*time.Millisecond))
+	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	ci, _, err := r.cl.AnyInfo(rctx)
 	cancel()

@@ -37,7 +37,7 @@ func run() int {
 		cycles     = flag.Int("cycles", 20, "fault cycles")
 		seed       = flag.Uint64("seed", 0, "the schedule's seed (0: from the clock; always printed)")
 		out        = flag.String("out", "", "the run's directory (default: a new one under $TMPDIR)")
-		faults     = flag.String("faults", "all", "comma-separated faults ("+fault.Names(fault.All)+") or all")
+		faults     = flag.String("faults", "all", "comma-separated faults ("+fault.Names(fault.All)+"), all, or none (quiet cycles: the baseline)")
 		maxHold    = flag.Duration("max-hold", 0, "cap every fault's duration (0: none)")
 		clients    = flag.Int("clients", 4, "client goroutines")
 		network    = flag.String("network", "auto", "auto (namespaces when root), netns or loopback")
