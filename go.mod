@@ -3,6 +3,7 @@ module github.com/timemachine-db/timemachine
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/hashicorp/go-hclog v1.6.2
@@ -16,6 +17,7 @@ require (
 	github.com/spf13/pflag v1.0.9
 	github.com/valyala/fasthttp v1.74.0
 	go.etcd.io/bbolt v1.3.5
+	golang.org/x/sys v0.48.0
 )
 
 require (
@@ -63,7 +65,6 @@ require (
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/tools v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
