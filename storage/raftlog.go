@@ -185,22 +185,54 @@ func (d *RaftLogDB) Group(name string) (*GroupLog, error) {
 
 // DropGroup deletes a group's log and stable state (a removed replica).
 func (d *RaftLogDB) DropGroup(name string) error {
-	prefix := append([]byte(name), 0)
-	err := d.update(func(tx *bolt.Tx) error {
-		for _, bn := range [][]byte{bucketLogs, bucketConf} {
-			c := tx.Bucket(bn).Cursor()
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				if err := c.Delete(); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := d.update(dropGroup(name)); err != nil {
 		return fmt.Errorf("drop raft log of %s: %w", name, err)
 	}
 	return nil
+}
+
+// collectKeys copies the keys of b from seek on while in(key) holds.
+//
+// Deleting while iterating is what bolt's cursors get wrong (bbolt
+// v1.3.5, etcd-io/bbolt#146): once the leaf page under the cursor has been
+// changed earlier in the same transaction — and the shared writer folds
+// other groups' appends, whose keys share boundary pages with this group's,
+// into the same commit — Cursor.Delete shifts the node under the cursor
+// and the following Next skips a key. DropGroup then left every other key
+// of a page behind: a replica re-created on this node found a stray log
+// tail, no snapshot, and raft.NewRaft panicked with "log not found"
+// scanning it from index 1. So keys are collected first and deleted after.
+func collectKeys(b *bolt.Bucket, seek []byte, in func(k []byte) bool) [][]byte {
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(seek); k != nil && in(k); k, _ = c.Next() {
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	return keys
+}
+
+func deleteKeys(b *bolt.Bucket, keys [][]byte) error {
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropGroup deletes every key of a group, in both buckets, in one
+// transaction: a re-opened group finds all of its old state or none.
+func dropGroup(name string) func(tx *bolt.Tx) error {
+	prefix := append([]byte(name), 0)
+	return func(tx *bolt.Tx) error {
+		for _, bn := range [][]byte{bucketLogs, bucketConf} {
+			b := tx.Bucket(bn)
+			if err := deleteKeys(b, collectKeys(b, prefix, func(k []byte) bool { return bytes.HasPrefix(k, prefix) })); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // Size is the file's size on disk.
@@ -326,16 +358,15 @@ func (g *GroupLog) StoreLogs(logs []*raft.Log) error {
 
 // DeleteRange implements raft.LogStore.
 func (g *GroupLog) DeleteRange(min, max uint64) error {
-	return g.d.update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketLogs).Cursor()
+	return g.d.update(g.deleteRange(min, max))
+}
+
+func (g *GroupLog) deleteRange(min, max uint64) func(tx *bolt.Tx) error {
+	return func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLogs)
 		maxKey := g.indexKey(max)
-		for k, _ := c.Seek(g.indexKey(min)); k != nil && bytes.Compare(k, maxKey) <= 0; k, _ = c.Next() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+		return deleteKeys(b, collectKeys(b, g.indexKey(min), func(k []byte) bool { return bytes.Compare(k, maxKey) <= 0 }))
+	}
 }
 
 // Set implements raft.StableStore.

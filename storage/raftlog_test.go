@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 )
 
 func logs(from, to uint64, tag string) []*raft.Log {
@@ -180,6 +181,65 @@ func TestRaftLogDBCloseWithWritersInFlight(t *testing.T) {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			t.Fatal("a writer is still waiting 10 s after Close")
+		}
+	}
+}
+
+// A group dropped (or compacted) in the same commit as an append of its
+// neighbour — the shared writer folds them together — must lose every key.
+// With bolt's delete-while-iterating, the leaf page the neighbour's append
+// had already changed kept every other key of the dropped group: a replica
+// re-created on the node then found a stray log tail without a snapshot and
+// raft.NewRaft panicked with "log not found".
+func TestRaftLogDBDropAndCompactInASharedCommit(t *testing.T) {
+	db, err := OpenRaftLogDB(filepath.Join(t.TempDir(), "slots.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	g3, _ := db.Group("slot-3")
+	g4, _ := db.Group("slot-4")
+	g5, _ := db.Group("slot-5")
+	for _, g := range []*GroupLog{g3, g4, g5} {
+		if err := g.StoreLogs(logs(1, 300, "x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo := func(g *GroupLog, i uint64) *logWrite {
+		l := logs(i, i, "y")[0]
+		return &logWrite{done: make(chan error, 1), fn: func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketConf).Put(g.key(nil, []byte("LastVoteTerm")), []byte{0, 0, 0, 0, 0, 0, 0, 8}); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketLogs).Put(g.indexKey(i), encodeLog(l))
+		}}
+	}
+	// slot-5's compaction shares a commit with an append of slot-4, whose
+	// last keys sit on slot-5's first page.
+	db.commit([]*logWrite{appendTo(g4, 301), {fn: g5.deleteRange(1, 200), done: make(chan error, 1)}})
+	if f, _ := g5.FirstIndex(); f != 201 {
+		t.Fatalf("slot-5 after compacting 1..200 starts at %d", f)
+	}
+	// slot-4 is dropped in the same commit as appends of both neighbours.
+	drop := &logWrite{fn: dropGroup("slot-4"), done: make(chan error, 1)}
+	db.commit([]*logWrite{appendTo(g3, 301), appendTo(g5, 301), drop})
+	if err := <-drop.done; err != nil {
+		t.Fatal(err)
+	}
+	f, _ := g4.FirstIndex()
+	l, _ := g4.LastIndex()
+	if f != 0 || l != 0 {
+		t.Fatalf("slot-4 after DropGroup: first %d last %d, want an empty log", f, l)
+	}
+	if _, err := g4.Get([]byte("CurrentTerm")); !errors.Is(err, ErrKeyNotFound) {
+		t.Fatalf("slot-4's stable state survived DropGroup: %v", err)
+	}
+	for _, g := range []*GroupLog{g3, g5} {
+		if l, _ := g.LastIndex(); l != 301 {
+			t.Fatalf("a neighbour lost its log: last %d", l)
 		}
 	}
 }
