@@ -104,6 +104,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.logDB, err = storage.OpenRaftLogDB(filepath.Join(cfg.DataDir, "raft", "slots.db"), n.log); err != nil {
 		return nil, err
 	}
+	n.finishDestroys()
 	if n.mux, err = mux.Listen(cfg.BindAddr, n.log); err != nil {
 		return nil, err
 	}

@@ -47,3 +47,14 @@ func (n *Node) adoptSlotCount(count int) error {
 	n.id.SlotCount = count
 	return writeFileAtomic(filepath.Join(n.cfg.DataDir, identityFile), n.id)
 }
+
+// finishDestroys completes the deletions of slot replicas that a crash cut
+// short (slot.Destroy marks a replica before deleting it), so their data
+// does not linger until the slot happens to be placed here again.
+func (n *Node) finishDestroys() {
+	for s := 0; s < n.id.SlotCount; s++ {
+		if err := slot.FinishDestroy(n.slotDir(s), s, fmt.Sprintf("slot-%d", s), n.db, n.logDB); err != nil {
+			n.log.Warn("finishing an interrupted deletion of a slot replica failed; retried when the slot is opened", "slot", s, "error", err)
+		}
+	}
+}

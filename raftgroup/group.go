@@ -129,6 +129,11 @@ func Open(cfg Config) (*Group, error) {
 	rc.MaxAppendEntries = 256
 	rc.NoSnapshotRestoreOnStart = cfg.NoRestoreOnStart
 	rc.NoLegacyTelemetry = true
+	// A leader never removes itself (NextStep hands leadership away
+	// first). Were it to, raft's own shutdown would leave Close unable to
+	// wait for raft's goroutines (a second Shutdown returns at once), and
+	// a replica being destroyed could still be written to.
+	rc.ShutdownOnRemove = false
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}

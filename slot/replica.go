@@ -152,6 +152,9 @@ type Replica struct {
 func Open(cfg Config) (*Replica, error) {
 	cfg.setDefaults()
 	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{})}
+	if err := FinishDestroy(cfg.Dir, cfg.Slot, groupName(cfg.Slot), cfg.DB, cfg.LogDB); err != nil {
+		return nil, fmt.Errorf("slot %d: finish deleting an earlier replica: %w", cfg.Slot, err)
+	}
 	removeStaleStreams(cfg.Dir, r.log)
 	fsm, err := raftfsm.OpenSlotFSM(cfg.DB, cfg.Slot, r.log, r.fatal)
 	if err != nil {
@@ -160,7 +163,7 @@ func Open(cfg Config) (*Replica, error) {
 	r.fsm = fsm
 	fsm.SetObserver(r)
 	g, err := raftgroup.Open(raftgroup.Config{
-		Name:              fmt.Sprintf("slot-%d", cfg.Slot),
+		Name:              groupName(cfg.Slot),
 		NodeID:            cfg.NodeID,
 		Dir:               cfg.Dir,
 		Stream:            cfg.Stream,
@@ -198,6 +201,10 @@ func Open(cfg Config) (*Replica, error) {
 	go r.snapshotLoop()
 	return r, nil
 }
+
+// groupName is the slot's raft group name (logs, and its keys in the
+// shared raft log file).
+func groupName(s int) string { return fmt.Sprintf("slot-%d", s) }
 
 // recover runs before raft starts. The FSM state persisted in Pebble is
 // normally ahead of the latest snapshot and raft only replays the log tail
@@ -685,18 +692,68 @@ func (r *Replica) Removed() bool { return r.g.Removed() }
 // Destroy deletes the replica's data after Close: its key span in Pebble,
 // its raft log and stable state in the shared log file, and its
 // snapshots. Used when the slot moved away.
+//
+// A replica of the same slot may be re-created on this node right after
+// (the slot is placed back), or the process may die midway, so the three
+// deletions must look like one: a re-open must never see part of the old
+// state (a raft log without its snapshot made raft.NewRaft panic with
+// "log not found"). The directory is renamed to a "destroying" marker first
+// (atomic); from then on the replica does not exist for HasData, and
+// whoever opens the slot next finishes the deletions before anything else
+// (FinishDestroy). Each deletion is itself atomic (one bolt transaction,
+// one Pebble batch) and idempotent.
 func (r *Replica) Destroy() error {
-	var errs []error
-	if err := r.db.DeleteSlot(r.slot); err != nil {
-		errs = append(errs, err)
+	if err := markDestroying(r.cfg.Dir); err != nil {
+		return err
 	}
-	if r.cfg.LogDB != nil {
-		if err := r.cfg.LogDB.DropGroup(r.g.Name()); err != nil {
+	return FinishDestroy(r.cfg.Dir, r.slot, r.g.Name(), r.db, r.cfg.LogDB)
+}
+
+// destroyingSuffix marks a replica directory whose deletion has started.
+const destroyingSuffix = ".destroying"
+
+func markDestroying(dir string) error {
+	marker := dir + destroyingSuffix
+	err := os.Rename(dir, marker)
+	if errors.Is(err, os.ErrNotExist) {
+		err = os.MkdirAll(marker, 0o755) // nothing on disk to rename: still record the intent
+	}
+	if err != nil {
+		return fmt.Errorf("slot replica %s: mark for deletion: %w", dir, err)
+	}
+	return nil
+}
+
+// FinishDestroy completes a deletion that Destroy started (a no-op when
+// none did): the group's raft log and stable state, the slot's span in
+// Pebble, then the marker directory with the old snapshots. Open calls it
+// first, so a crash midway is finished before a replica of the slot runs
+// again.
+func FinishDestroy(dir string, slot int, group string, db *storage.DB, logDB *storage.RaftLogDB) error {
+	marker := dir + destroyingSuffix
+	if _, err := os.Stat(marker); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	if logDB != nil {
+		if err := logDB.DropGroup(group); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.RemoveAll(r.cfg.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("remove %s: %w", r.cfg.Dir, err))
+	if err := db.DeleteSlot(slot); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(marker); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", marker, err))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// HasData reports whether a replica directory holds a replica (and not
+// one being deleted).
+func HasData(dir string) bool {
+	_, err := os.Stat(dir)
+	return err == nil
 }
