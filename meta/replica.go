@@ -26,6 +26,8 @@ type Config struct {
 	// OnChange is called after every applied change (from raft's FSM
 	// goroutine; it must not block). May be nil.
 	OnChange func(*raftfsm.MetaState)
+	// OnEvent hears of elections and leader changes (metrics). May be nil.
+	OnEvent func(raftgroup.Event)
 }
 
 // Replica is this node's replica of the meta group: collections, routes
@@ -55,6 +57,7 @@ func Open(cfg Config) (*Replica, error) {
 		TrailingLogs:      1024,
 		SnapshotThreshold: 1024,
 		OnLeader:          cfg.OnLeader,
+		OnEvent:           cfg.OnEvent,
 	})
 	if err != nil {
 		return nil, err

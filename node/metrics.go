@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/slot"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -24,6 +25,8 @@ type metrics struct {
 	applyTime   prometheus.Histogram
 	httpReqs    *prometheus.CounterVec
 	httpLatency *prometheus.HistogramVec
+	elections   *prometheus.CounterVec
+	leaderMoves *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) *metrics {
@@ -45,10 +48,14 @@ func newMetrics(n *Node) *metrics {
 	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "timemachine_http_requests_total", Help: "HTTP API requests by route and status."}, []string{"route", "code"})
 	m.httpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "timemachine_http_request_seconds", Help: "HTTP API latency by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"route"})
+	m.elections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "timemachine_raft_elections_total",
+		Help: "Elections this node's replicas started (pre-vote included), by group: a slot number or \"meta\"."}, []string{"group"})
+	m.leaderMoves = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "timemachine_raft_leader_changes_total",
+		Help: "Leader changes this node's replicas saw (elections won by someone else, transfers), by group: a slot number or \"meta\"."}, []string{"group"})
 	for _, o := range []string{"succeeded", "failed", "retried", "rescheduled"} {
 		m.outcomes.WithLabelValues(o)
 	}
-	m.reg.MustRegister(m.created, m.fired, m.firstFires, m.outcomes, m.lateness, m.applyTime, m.httpReqs, m.httpLatency,
+	m.reg.MustRegister(m.created, m.fired, m.firstFires, m.outcomes, m.lateness, m.applyTime, m.httpReqs, m.httpLatency, m.elections, m.leaderMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&slotCollector{n: n})
 	return m
@@ -71,6 +78,17 @@ func (m *metrics) Fired(_ int, lateness time.Duration, attempt int64) {
 func (m *metrics) Decided(_ int, v slot.Verdict) { m.outcomes.WithLabelValues(v.String()).Inc() }
 
 func (m *metrics) Applied(_ int, d time.Duration) { m.applyTime.Observe(d.Seconds()) }
+
+func (m *metrics) RaftEvent(s int, e raftgroup.Event) { m.raftEvent(strconv.Itoa(s), e) }
+
+func (m *metrics) raftEvent(group string, e raftgroup.Event) {
+	switch e {
+	case raftgroup.EventElection:
+		m.elections.WithLabelValues(group).Inc()
+	case raftgroup.EventLeaderChange:
+		m.leaderMoves.WithLabelValues(group).Inc()
+	}
+}
 
 func (m *metrics) observeHTTP(route string, status int, d time.Duration) {
 	m.httpReqs.WithLabelValues(route, strconv.Itoa(status)).Inc()

@@ -18,6 +18,7 @@ import (
 	"github.com/timemachine-db/timemachine/meta"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/rpc/mux"
 	"github.com/timemachine-db/timemachine/rpc/peer"
@@ -120,17 +121,18 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	metaStream.Dialer = cfg.MuxDialer
+	n.metrics = newMetrics(n)
 	if n.meta, err = meta.Open(meta.Config{
 		NodeID: n.id.NodeID, Dir: filepath.Join(cfg.DataDir, "raft", "meta"), Stream: metaStream,
 		Logger: n.log, RaftLogLevel: cfg.RaftLogLevel, Timing: cfg.Timing,
 		OnLeader: n.runController,
 		OnChange: func(*raftfsm.MetaState) { n.kickReconcile() },
+		OnEvent:  func(e raftgroup.Event) { n.metrics.raftEvent("meta", e) },
 	}); err != nil {
 		return nil, err
 	}
 
 	n.webhook = webhook.New(webhook.Options{})
-	n.metrics = newMetrics(n)
 	n.dlv = newDeliverer(n.webhook)
 	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
 

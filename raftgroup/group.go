@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -78,6 +79,9 @@ type Config struct {
 	// The slot uses it to finish callbacks in flight first, so a planned
 	// transfer never makes a receiver see a duplicate.
 	BeforeTransfer func() (after func(resume bool))
+	// OnEvent, when set, hears of elections and leader changes (metrics).
+	// It must not block.
+	OnEvent func(Event)
 	// WrapSnapshots, when set, wraps the file snapshot store.
 	WrapSnapshots func(*raft.FileSnapshotStore) raft.SnapshotStore
 }
@@ -85,6 +89,7 @@ type Config struct {
 // Group is a running raft group replica and its leadership watch.
 type Group struct {
 	cfg    Config
+	timing Timing
 	raft   *raft.Raft
 	stores *storage.RaftStores
 	trans  *raft.NetworkTransport
@@ -92,6 +97,11 @@ type Group struct {
 	closed chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	transfers atomic.Uint64 // planned transfers started (transfer.go)
+	bgMu      sync.Mutex
+	bgClosed  bool
+	obs       *raft.Observer
 }
 
 // Open opens the group's stores and starts raft and the leadership watch.
@@ -172,9 +182,10 @@ func Open(cfg Config) (*Group, error) {
 		_ = stores.Close()
 		return nil, fmt.Errorf("%s: start raft: %w", cfg.Name, err)
 	}
-	g := &Group{cfg: cfg, raft: r, stores: stores, trans: trans, notify: notify, closed: make(chan struct{})}
+	g := &Group{cfg: cfg, timing: t, raft: r, stores: stores, trans: trans, notify: notify, closed: make(chan struct{})}
 	g.wg.Add(1)
 	go g.watchLeadership()
+	g.observe()
 	return g, nil
 }
 
@@ -353,8 +364,14 @@ func (g *Group) Size() int64 { return g.stores.Size() }
 func (g *Group) Close() error {
 	var err error
 	g.once.Do(func() {
+		g.bgMu.Lock()
+		g.bgClosed = true
+		g.bgMu.Unlock()
 		close(g.closed)
 		g.wg.Wait()
+		if g.obs != nil {
+			g.raft.DeregisterObserver(g.obs)
+		}
 		if e := g.raft.Shutdown().Error(); e != nil {
 			err = fmt.Errorf("%s: raft shutdown: %w", g.cfg.Name, e)
 		}
@@ -366,8 +383,8 @@ func (g *Group) Close() error {
 	return err
 }
 
-// LeaveLeadership hands leadership to another voter, if there is one,
-// waiting at most timeout.
+// LeaveLeadership hands leadership to another voter, if there is one, as
+// a planned transfer (transfer.go), waiting at most timeout for it.
 func (g *Group) LeaveLeadership(timeout time.Duration) {
 	if !g.IsLeader() {
 		return
@@ -385,30 +402,22 @@ func (g *Group) LeaveLeadership(timeout time.Duration) {
 	if voters < 2 {
 		return
 	}
-	after := g.pauseForTransfer()
-	defer func() { after(g.IsLeader()) }()
-	f := g.raft.LeadershipTransfer()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			g.cfg.Logger.Warn("leadership transfer failed", "group", g.cfg.Name, "error", err)
-		}
-	case <-time.After(timeout):
+	if err := g.handOff("hand leadership away", g.raft.LeadershipTransfer, timeout); err != nil {
+		g.cfg.Logger.Info("leadership transfer did not happen", "group", g.cfg.Name, "error", err)
 	}
 }
 
-// TransferTo hands leadership to a given voter.
+// TransferTo hands leadership to a given voter, as a planned transfer.
 func (g *Group) TransferTo(id, addr string) error {
 	if !g.IsLeader() {
 		return ErrNotLeader
 	}
-	after := g.pauseForTransfer()
-	err := g.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error()
-	after(g.IsLeader())
-	if err != nil {
-		return fmt.Errorf("%s: transfer leadership to %s: %w", g.cfg.Name, id, err)
-	}
-	return nil
+	return g.handOff("transfer leadership to "+id, func() raft.Future {
+		return g.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))
+	}, transferWait)
 }
+
+// transferWait bounds how long a caller waits for a planned transfer; raft
+// bounds the transfer itself by its election timeout, so this is only a
+// safety net.
+const transferWait = 30 * time.Second

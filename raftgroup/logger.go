@@ -61,10 +61,8 @@ func (w *slogWriter) emit(line string) {
 	case strings.Contains(line, "[DEBUG]"), strings.Contains(line, "[TRACE]"):
 		lvl = slog.LevelDebug
 	}
-	// A lone replica, or a fresh group, always starts with an election:
-	// raft reports it as a warning, it is routine.
-	if lvl == slog.LevelWarn && strings.Contains(line, "heartbeat timeout reached, starting election") {
-		lvl = slog.LevelInfo
+	if lvl >= slog.LevelWarn {
+		lvl = demote(line, lvl)
 	}
 	// Drop hclog's level prefix ("[INFO]  name: ").
 	if i := strings.Index(line, "]"); i >= 0 && i < 10 {
@@ -74,3 +72,55 @@ func (w *slogWriter) emit(line string) {
 }
 
 var _ io.Writer = (*slogWriter)(nil)
+
+// routine lists what hashicorp/raft logs at WARN or ERROR although nothing
+// is wrong that an operator must act on: a peer being removed or restarted
+// refuses connections, a connection closes with EOF, a lagging follower is
+// sent older entries or a snapshot, votes are refused during an election.
+// Each line is about one RPC, and a single rebalance produced dozens of
+// them at ERROR. They go to DEBUG (INFO for the few that say what the
+// group did); the cluster's replica watcher logs a WARN, once, when a
+// replica stays unreachable or behind long enough to need attention.
+var routine = []struct {
+	substr string
+	level  slog.Level
+}{
+	{"failed to appendEntries to", slog.LevelDebug},
+	{"failed to heartbeat to", slog.LevelDebug},
+	{"failed to pipeline appendEntries", slog.LevelDebug},
+	{"failed to start pipeline replication to", slog.LevelDebug},
+	{"failed to make requestVote RPC", slog.LevelDebug},
+	{"failed to send snapshot to", slog.LevelDebug},
+	{"failed to decode incoming command", slog.LevelDebug},
+	{"failed to flush response", slog.LevelDebug},
+	{"failed to accept connection", slog.LevelDebug},
+	{"failed to contact quorum of nodes", slog.LevelInfo},
+	{"failed to contact", slog.LevelDebug},
+	{"failed to get previous log", slog.LevelDebug},
+	{"appendEntries rejected, sending older logs", slog.LevelDebug},
+	{"previous log term mis-match", slog.LevelDebug},
+	{"clearing log suffix", slog.LevelDebug},
+	{"peer has newer term, stopping replication", slog.LevelDebug},
+	{"rejecting vote request", slog.LevelDebug},
+	{"rejecting pre-vote request", slog.LevelDebug},
+	{"duplicate requestVote from", slog.LevelDebug},
+	{"unable to get address for server", slog.LevelDebug},
+	{"skipping application of old log", slog.LevelDebug},
+	{"not part of stable configuration, aborting election", slog.LevelDebug},
+	{"heartbeat timeout reached, not part of a stable configuration", slog.LevelDebug},
+	{"nothing new to snapshot", slog.LevelDebug},
+	// A lone replica, or a fresh group, always starts with an election.
+	{"heartbeat timeout reached, starting election", slog.LevelInfo},
+	{"Election timeout reached, restarting election", slog.LevelInfo},
+	{"new leader elected, stepping down", slog.LevelInfo},
+}
+
+// demote returns the level a raft WARN/ERROR line is logged at.
+func demote(line string, lvl slog.Level) slog.Level {
+	for _, r := range routine {
+		if strings.Contains(line, r.substr) {
+			return r.level
+		}
+	}
+	return lvl
+}

@@ -1,6 +1,7 @@
 package raftgroup
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -162,6 +163,32 @@ func (g *Group) Reconcile(want Membership, caughtUp func(id string) bool) (Step,
 	return step, g.execute(step, f.Index())
 }
 
+// ErrConfigChanged: a step was asked for against a configuration that is
+// no longer the group's (someone took another step meanwhile).
+var ErrConfigChanged = errors.New("the group's configuration changed since the step was planned")
+
+// TakeStep executes one membership step that someone else derived (the
+// cluster controller, from this group's configuration at configIndex),
+// leader only. It is refused when the configuration changed since: raft
+// itself checks configIndex for the membership changes, and a leadership
+// hand-off is checked here.
+func (g *Group) TakeStep(step Step, configIndex uint64) error {
+	if !g.IsLeader() {
+		return ErrNotLeader
+	}
+	f := g.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	if f.Index() != configIndex {
+		return fmt.Errorf("%s: %s: %w (planned at index %d, now %d)", g.cfg.Name, step, ErrConfigChanged, configIndex, f.Index())
+	}
+	if step.Kind == StepNone {
+		return nil
+	}
+	return g.execute(step, configIndex)
+}
+
 // execute carries out one step against the configuration at index idx (a
 // change made concurrently makes raft refuse it; the next pass re-derives).
 func (g *Group) execute(s Step, idx uint64) error {
@@ -183,9 +210,9 @@ func (g *Group) execute(s Step, idx uint64) error {
 	case StepRemove:
 		err = g.raft.RemoveServer(id, idx, membershipTimeout).Error()
 	case StepTransferLeader:
-		after := g.pauseForTransfer()
-		err = g.raft.LeadershipTransferToServer(id, addr).Error()
-		after(g.IsLeader())
+		if err := g.handOff(s.String(), func() raft.Future { return g.raft.LeadershipTransferToServer(id, addr) }, transferWait); err != nil {
+			return err
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", g.cfg.Name, s, err)

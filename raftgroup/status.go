@@ -13,8 +13,11 @@ type Status struct {
 	Applied     uint64   `json:"applied"`
 	Voters      []string `json:"voters"`
 	Nonvoters   []string `json:"nonvoters"`
-	Member      bool     `json:"member"` // this node is in the group's configuration
-	Shutdown    bool     `json:"shutdown"`
+	// ConfigIndex is the log index of the configuration above: a
+	// membership step taken against it fails if it changed meanwhile.
+	ConfigIndex uint64 `json:"config_index"`
+	Member      bool   `json:"member"` // this node is in the group's configuration
+	Shutdown    bool   `json:"shutdown"`
 }
 
 // Status reports the replica's raft state. Applied is raft's applied
@@ -23,14 +26,16 @@ type Status struct {
 func (g *Group) Status() Status {
 	st := Status{
 		State:       g.raft.State().String(),
+		Term:        g.raft.CurrentTerm(),
 		LastIndex:   g.raft.LastIndex(),
 		CommitIndex: g.raft.CommitIndex(),
 		Applied:     g.raft.AppliedIndex(),
 		Shutdown:    g.raft.State() == raft.Shutdown,
 	}
 	st.Leader, _ = g.Leader()
-	if servers, err := g.Servers(); err == nil {
-		for _, s := range servers {
+	if f := g.raft.GetConfiguration(); f.Error() == nil {
+		st.ConfigIndex = f.Index()
+		for _, s := range f.Configuration().Servers {
 			if string(s.ID) == g.cfg.NodeID {
 				st.Member = true
 			}

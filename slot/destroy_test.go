@@ -55,7 +55,9 @@ func openShared(t *testing.T) *sharedStorage {
 	return ss
 }
 
-func (ss *sharedStorage) slotDir(s int) string { return filepath.Join(ss.dir, fmt.Sprintf("slot-%04d", s)) }
+func (ss *sharedStorage) slotDir(s int) string {
+	return filepath.Join(ss.dir, fmt.Sprintf("slot-%04d", s))
+}
 
 // open opens (and, when it is new, bootstraps as a single voter) this
 // node's replica of slot s and waits until it leads.

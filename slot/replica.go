@@ -43,6 +43,9 @@ type Metrics interface {
 	Decided(slot int, v Verdict)
 	// Applied is called with the time a raft entry took to commit and apply.
 	Applied(slot int, d time.Duration)
+	// RaftEvent is called when this replica starts an election or sees
+	// its group's leader change.
+	RaftEvent(slot int, e raftgroup.Event)
 }
 
 // Config configures one slot replica.
@@ -120,6 +123,7 @@ type nopMetrics struct{}
 func (nopMetrics) Fired(int, time.Duration, int64) {}
 func (nopMetrics) Decided(int, Verdict)            {}
 func (nopMetrics) Applied(int, time.Duration)      {}
+func (nopMetrics) RaftEvent(int, raftgroup.Event)  {}
 
 // Replica is one replica of one slot: its raft group, state machine,
 // leadership watch and, while it leads, the scheduler.
@@ -179,6 +183,7 @@ func Open(cfg Config) (*Replica, error) {
 		BeforeStart:       r.recover,
 		LogDB:             cfg.LogDB,
 		BeforeTransfer:    r.pauseScheduler,
+		OnEvent:           func(e raftgroup.Event) { cfg.Metrics.RaftEvent(cfg.Slot, e) },
 		WrapSnapshots: func(fs *raft.FileSnapshotStore) raft.SnapshotStore {
 			r.snaps = &snapshotStore{FileSnapshotStore: fs, fsm: fsm, dir: cfg.Dir}
 			return r.snaps
@@ -672,6 +677,12 @@ func (r *Replica) Close() error {
 // (leader only). caughtUp reports whether a new replica has the log.
 func (r *Replica) Reconcile(want raftgroup.Membership, caughtUp func(id string) bool) (raftgroup.Step, error) {
 	return r.g.Reconcile(want, caughtUp)
+}
+
+// TakeStep executes one membership step planned by the cluster controller
+// against the configuration at configIndex (leader only).
+func (r *Replica) TakeStep(step raftgroup.Step, configIndex uint64) error {
+	return r.g.TakeStep(step, configIndex)
 }
 
 // TransferTo hands the slot's leadership to a given voter.

@@ -128,6 +128,10 @@ type scheduler struct {
 
 	fires    sync.WaitGroup
 	stopping atomic.Bool // graceful stop: dispatch nothing new
+	// gate orders dispatches against drain: a dispatch checks stopping and
+	// counts its fire under it, and drain sets stopping under it, so once
+	// drain waits on fires no fire can start any more.
+	gate sync.Mutex
 }
 
 func newScheduler(r schedReplica, c schedConfig) *scheduler {
@@ -421,8 +425,18 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 // slot, released as soon as the callback returns. The worker stays on the
 // job until the outcome is committed, so a graceful stop can wait for it.
 func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job) {
+	s.gate.Lock()
+	if s.stopping.Load() {
+		// A drain began after this job was popped: it stays for whoever
+		// leads next (or for resume), and is not fired here.
+		s.gate.Unlock()
+		<-s.sem
+		heap.Push(&s.heap, it)
+		return
+	}
 	it.inflight = true
 	s.fires.Add(1)
+	s.gate.Unlock()
 	s.workers.Go(func() {
 		defer s.fires.Done()
 		cmd := s.r.fire(ctx, it.e, j)
@@ -481,7 +495,9 @@ func (s *scheduler) resume() {
 // flight to finish and commit their outcomes, so a graceful stop does not
 // make receivers see a duplicate.
 func (s *scheduler) drain(timeout time.Duration) bool {
+	s.gate.Lock()
 	s.stopping.Store(true)
+	s.gate.Unlock()
 	s.signal()
 	done := make(chan struct{})
 	go func() {

@@ -523,3 +523,41 @@ func TestSchedulerRetriesACommitRatherThanTheFire(t *testing.T) {
 		t.Fatalf("fired %v: a failed commit made the job fire again", got)
 	}
 }
+
+// Once drain has returned, nothing may be fired until resume: the next
+// leader owns every job not yet fired, and a fire that starts after the
+// drain is a callback in flight at the transfer — the duplicate a planned
+// move must not cause. Under load (the pool full, the loop waiting on it)
+// the loop used to dispatch a popped job after the drain had already
+// counted zero fires in flight.
+func TestSchedulerNothingFiresAfterDrain(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	for i := 0; i < 3000; i++ {
+		f.add(fmt.Sprintf("j%04d", i), now-int64(3000-i))
+	}
+	f.off = now - 4000
+	var drained atomic.Bool
+	var late atomic.Int64
+	f.fireHook = func(ctx context.Context, e storage.DueEntry) []byte {
+		if drained.Load() {
+			late.Add(1)
+		}
+		time.Sleep(200 * time.Microsecond)
+		return []byte("ack " + e.ID)
+	}
+	rs := startSched(t, f, time.Now, make(chan struct{}, 4), 2*time.Second, 5000)
+	for round := 0; round < 300 && f.commitCount() < 2900; round++ {
+		time.Sleep(time.Duration(round%7) * 100 * time.Microsecond)
+		if !rs.s.drain(5 * time.Second) {
+			t.Fatal("drain timed out")
+		}
+		drained.Store(true)
+		time.Sleep(300 * time.Microsecond)
+		drained.Store(false)
+		rs.s.resume()
+	}
+	if n := late.Load(); n > 0 {
+		t.Fatalf("%d jobs fired after drain returned", n)
+	}
+}
