@@ -56,6 +56,63 @@ type RemoveNode struct{ ID string }
 // SetReplicationFactor changes the configured replication factor (0: auto).
 type SetReplicationFactor struct{ RF int }
 
+// SetPreferredLeaders sets (or, with Node "", clears) slots' preferred
+// leaders. A node that is not one of the slot's replicas is refused
+// (CodeRejected for the command; the other updates still apply).
+type SetPreferredLeaders struct {
+	Updates []PreferredUpdate
+}
+
+// PreferredUpdate is one slot's new preferred leader.
+type PreferredUpdate struct {
+	Slot int
+	Node string
+}
+
+// ForgetNode removes a node and leaves its tombstone (admin remove): its
+// entry in the node table goes, and it stops being any slot's preferred
+// leader. StartedAt is the process start time the node published in
+// gossip (0: unknown).
+type ForgetNode struct {
+	ID        string
+	At        int64
+	StartedAt int64
+}
+
+// Type implements Command.
+func (*SetPreferredLeaders) Type() CmdType { return CmdSetPreferred }
+
+// Type implements Command.
+func (*ForgetNode) Type() CmdType { return CmdForgetNode }
+
+func (c *SetPreferredLeaders) appendBody(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(c.Updates)))
+	for _, u := range c.Updates {
+		dst = binary.AppendVarint(dst, int64(u.Slot))
+		dst = putStr(dst, u.Node)
+	}
+	return dst
+}
+
+func (r *reader) setPreferred() *SetPreferredLeaders {
+	c := &SetPreferredLeaders{}
+	n := r.uvarint()
+	if n > 1<<16 {
+		r.fail("too many preferred-leader updates")
+		return c
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		c.Updates = append(c.Updates, PreferredUpdate{Slot: int(r.varint()), Node: r.str(maxStr)})
+	}
+	return c
+}
+
+func (c *ForgetNode) appendBody(dst []byte) []byte {
+	dst = putStr(dst, c.ID)
+	dst = binary.AppendVarint(dst, c.At)
+	return binary.AppendVarint(dst, c.StartedAt)
+}
+
 // Type implements Command.
 func (*InitCluster) Type() CmdType { return CmdInitCluster }
 
@@ -228,6 +285,9 @@ func (s *MetaState) applyCluster(c Command) (model.Result, bool) {
 		}
 		n.JoinedAt, n.Since = c.Now, c.Now
 		s.Nodes[n.ID] = &n
+		// A removed node that re-joined (the controller only adds one whose
+		// process started after its removal) loses its tombstone.
+		delete(s.Removed, n.ID)
 		return model.Result{Code: model.CodeCreated}, true
 	case *SetSlots:
 		res := model.Result{Code: model.CodeOK}
@@ -237,7 +297,11 @@ func (s *MetaState) applyCluster(c Command) (model.Result, bool) {
 				res.Code = model.CodeStale
 				continue
 			}
-			slots[u.Slot] = model.SlotEntry{Replicas: append([]string(nil), u.Replicas...), Epoch: u.ExpectEpoch + 1}
+			e := model.SlotEntry{Replicas: append([]string(nil), u.Replicas...), Epoch: u.ExpectEpoch + 1}
+			if p := slots[u.Slot].PreferredLeader; p != "" && e.Has(p) {
+				e.PreferredLeader = p // still a replica: the operator's choice stays
+			}
+			slots[u.Slot] = e
 			res.N++
 		}
 		s.Slots = slots
@@ -251,6 +315,57 @@ func (s *MetaState) applyCluster(c Command) (model.Result, bool) {
 	case *SetReplicationFactor:
 		s.ReplicationFactor = c.RF
 		return model.Result{Code: model.CodeOK}, true
+	case *SetPreferredLeaders:
+		res := model.Result{Code: model.CodeOK}
+		slots := append([]model.SlotEntry(nil), s.Slots...)
+		for _, u := range c.Updates {
+			if u.Slot < 0 || u.Slot >= len(slots) || (u.Node != "" && !slots[u.Slot].Has(u.Node)) {
+				res.Code = model.CodeRejected
+				continue
+			}
+			e := slots[u.Slot].Clone()
+			e.PreferredLeader = u.Node
+			slots[u.Slot] = e
+			res.N++
+		}
+		s.Slots = slots
+		return res, true
+	case *ForgetNode:
+		if _, ok := s.Nodes[c.ID]; !ok {
+			return model.Result{Code: model.CodeNotFound}, true
+		}
+		delete(s.Nodes, c.ID)
+		if s.Removed == nil {
+			s.Removed = map[string]*model.RemovedNode{}
+		}
+		s.Removed[c.ID] = &model.RemovedNode{ID: c.ID, At: c.At, StartedAt: c.StartedAt}
+		s.clearPreferred(c.ID)
+		return model.Result{Code: model.CodeOK}, true
 	}
 	return model.Result{}, false
+}
+
+// clearPreferred drops node as preferred leader wherever it is one.
+func (s *MetaState) clearPreferred(node string) {
+	var slots []model.SlotEntry
+	for i, e := range s.Slots {
+		if e.PreferredLeader != node {
+			continue
+		}
+		if slots == nil {
+			slots = append([]model.SlotEntry(nil), s.Slots...)
+		}
+		x := e.Clone()
+		x.PreferredLeader = ""
+		slots[i] = x
+	}
+	if slots != nil {
+		s.Slots = slots
+	}
+}
+
+// Tombstone returns the tombstone of a removed node.
+func (s *MetaState) Tombstone(id string) (*model.RemovedNode, bool) {
+	t, ok := s.Removed[id]
+	return t, ok
 }

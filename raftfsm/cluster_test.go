@@ -61,3 +61,50 @@ func TestClusterStateCommands(t *testing.T) {
 		t.Fatal("remove node")
 	}
 }
+
+// Preferred leaders: set only to one of the slot's replicas, kept by a
+// placement change that keeps that replica, dropped by one that does not
+// and by removing the node; a removed node leaves a tombstone that a
+// re-join (UpsertNode) clears.
+func TestPreferredLeadersAndTombstones(t *testing.T) {
+	f := NewMetaFSM()
+	applyMeta(t, f, 1, &InitCluster{SlotCount: 3, Now: 5,
+		Nodes: []model.Node{{ID: "n1", Status: model.NodeAlive}, {ID: "n2", Status: model.NodeAlive}, {ID: "n3", Status: model.NodeAlive}},
+		Slots: []model.SlotEntry{{Replicas: []string{"n1", "n2"}, Epoch: 1}, {Replicas: []string{"n2", "n3"}, Epoch: 1}, {Replicas: []string{"n3", "n1"}, Epoch: 1}}})
+	r := applyMeta(t, f, 2, &SetPreferredLeaders{Updates: []PreferredUpdate{{Slot: 0, Node: "n2"}, {Slot: 1, Node: "n1"}, {Slot: 2, Node: "n1"}}})
+	if r[0].Code != model.CodeRejected || r[0].N != 2 {
+		t.Fatalf("set preferred: %+v (n1 holds no replica of slot 1)", r[0])
+	}
+	st := f.State()
+	if st.Slots[0].PreferredLeader != "n2" || st.Slots[1].PreferredLeader != "" || st.Slots[2].PreferredLeader != "n1" {
+		t.Fatalf("preferred = %q %q %q", st.Slots[0].PreferredLeader, st.Slots[1].PreferredLeader, st.Slots[2].PreferredLeader)
+	}
+	applyMeta(t, f, 3, &SetSlots{Updates: []SlotUpdate{
+		{Slot: 0, Replicas: []string{"n1", "n2", "n3"}, ExpectEpoch: 1}, // keeps n2
+		{Slot: 2, Replicas: []string{"n3", "n2"}, ExpectEpoch: 1},       // drops n1
+	}})
+	st = f.State()
+	if st.Slots[0].PreferredLeader != "n2" || st.Slots[2].PreferredLeader != "" {
+		t.Fatalf("after placement: %q %q", st.Slots[0].PreferredLeader, st.Slots[2].PreferredLeader)
+	}
+	if r := applyMeta(t, f, 4, &ForgetNode{ID: "n2", At: 100, StartedAt: 50}); r[0].Code != model.CodeOK {
+		t.Fatalf("forget: %v", r[0].Code)
+	}
+	st = f.State()
+	if _, ok := st.Nodes["n2"]; ok || st.Slots[0].PreferredLeader != "" {
+		t.Fatalf("n2 still a node or a preferred leader: %+v %q", st.Nodes["n2"], st.Slots[0].PreferredLeader)
+	}
+	if tb, ok := st.Tombstone("n2"); !ok || tb.At != 100 || tb.StartedAt != 50 {
+		t.Fatalf("tombstone %+v", tb)
+	}
+	if r := applyMeta(t, f, 5, &ForgetNode{ID: "n2", At: 101}); r[0].Code != model.CodeNotFound {
+		t.Fatalf("forgetting twice: %v", r[0].Code)
+	}
+	applyMeta(t, f, 6, &UpsertNode{N: model.Node{ID: "n2", Status: model.NodeAlive}, Now: 200})
+	if _, ok := f.State().Tombstone("n2"); ok {
+		t.Fatal("a re-joined node kept its tombstone")
+	}
+	if _, ok := st.Tombstone("n2"); !ok {
+		t.Fatal("an older state version changed: states must be immutable")
+	}
+}

@@ -35,6 +35,8 @@ const (
 	CmdSetSlots         CmdType = 39
 	CmdRemoveNode       CmdType = 40
 	CmdSetRF            CmdType = 41
+	CmdSetPreferred     CmdType = 42
+	CmdForgetNode       CmdType = 43
 )
 
 const v1 = 1
@@ -185,6 +187,12 @@ func decodeOne(b []byte) (Command, error) {
 		c = &RemoveNode{ID: r.str(maxStr)}
 	case CmdSetRF:
 		c = &SetReplicationFactor{RF: int(r.varint())}
+	case CmdSetPreferred:
+		c = r.setPreferred()
+	case CmdForgetNode:
+		x := &ForgetNode{ID: r.str(maxStr)}
+		x.At, x.StartedAt = r.varint(), r.varint()
+		c = x
 	default:
 		return nil, fmt.Errorf("%w: unknown command type %d", ErrCorrupt, t)
 	}

@@ -34,6 +34,8 @@ func sampleCommands() []Command {
 		&SetSlots{Updates: []SlotUpdate{{Slot: 1, Replicas: []string{"n3", "n1"}, ExpectEpoch: 4}}},
 		&RemoveNode{ID: "n2"},
 		&SetReplicationFactor{RF: 3},
+		&SetPreferredLeaders{Updates: []PreferredUpdate{{Slot: 3, Node: "n2"}, {Slot: 4, Node: ""}}},
+		&ForgetNode{ID: "n4", At: 1700000000000, StartedAt: 1690000000000},
 	}
 }
 

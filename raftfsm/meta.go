@@ -24,6 +24,8 @@ type MetaState struct {
 	ReplicationFactor int                    `json:"replication_factor"` // configured; 0 = min(3, nodes)
 	Nodes             map[string]*model.Node `json:"nodes"`
 	Slots             []model.SlotEntry      `json:"slots"`
+	// Removed are the tombstones of nodes taken out (admin remove).
+	Removed map[string]*model.RemovedNode `json:"removed,omitempty"`
 }
 
 // Collection returns a collection's config. The default collection exists
@@ -80,6 +82,12 @@ func (s *MetaState) clone() *MetaState {
 	}
 	for k, v := range s.Nodes {
 		n.Nodes[k] = v
+	}
+	if len(s.Removed) > 0 {
+		n.Removed = make(map[string]*model.RemovedNode, len(s.Removed))
+		for k, v := range s.Removed {
+			n.Removed[k] = v
+		}
 	}
 	for k, v := range s.Collections {
 		n.Collections[k] = v
