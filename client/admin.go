@@ -50,34 +50,49 @@ func (c *Client) Compact(ctx context.Context) (CompactResult, error) {
 
 // TransferSlot moves the leadership of slot to node to, and keeps it there
 // (to is the slot's preferred leader until the next rebalance or until to
-// leaves). It is resent like a PUT: it sets a target, so a second send ends
-// in the same state.
-func (c *Client) TransferSlot(ctx context.Context, slot int, to string) error {
+// leaves). The leadership moves with a planned transfer: the old leader
+// stops firing and finishes its callbacks in flight first. The answer says
+// who leads as it was sent (To once the transfer happened). It is resent
+// like a PUT: it sets a target, so a second send ends in the same state.
+func (c *Client) TransferSlot(ctx context.Context, slot int, to string) (TransferResult, error) {
 	if err := need("target node", to); err != nil {
-		return err
+		return TransferResult{}, err
 	}
 	if slot < 0 {
-		return fmt.Errorf("timemachine client: slot %d: want a slot number ≥ 0", slot)
+		return TransferResult{}, fmt.Errorf("timemachine client: slot %d: want a slot number ≥ 0", slot)
 	}
 	body, err := encode("transfer", struct {
 		To string `json:"to"`
 	}{to})
 	if err != nil {
-		return err
+		return TransferResult{}, err
 	}
-	_, err = c.send(ctx, &call{method: http.MethodPost, path: "/v1/admin/slots/" + strconv.Itoa(slot) + "/transfer", body: body, retrySafe: true}, nil)
-	return err
+	var out TransferResult
+	if _, err := c.send(ctx, &call{method: http.MethodPost, path: "/v1/admin/slots/" + strconv.Itoa(slot) + "/transfer", body: body, retrySafe: true}, &out); err != nil {
+		return TransferResult{}, err
+	}
+	if out.To == "" { // an older server answers {}
+		out.Slot, out.To, out.PreferredLeader = slot, to, to
+	}
+	return out, nil
 }
 
-// Drain starts moving every replica and leadership off node; Cluster shows
-// the progress (slots in state "moving"). It is resent like a PUT: draining
-// a draining node changes nothing.
-func (c *Client) Drain(ctx context.Context, node string) error {
+// Drain starts moving every replica and leadership off node; the answer
+// says what it holds and leads now, and Cluster shows the progress (slots
+// in state "moving", Moves). It is resent like a PUT: draining a draining
+// node changes nothing.
+func (c *Client) Drain(ctx context.Context, node string) (DrainResult, error) {
 	if err := need("node id", node); err != nil {
-		return err
+		return DrainResult{}, err
 	}
-	_, err := c.send(ctx, &call{method: http.MethodPost, path: "/v1/admin/nodes/" + seg(node) + "/drain", retrySafe: true}, nil)
-	return err
+	var out DrainResult
+	if _, err := c.send(ctx, &call{method: http.MethodPost, path: "/v1/admin/nodes/" + seg(node) + "/drain", retrySafe: true}, &out); err != nil {
+		return DrainResult{}, err
+	}
+	if out.Node == "" {
+		out.Node, out.Status = node, NodeDraining
+	}
+	return out, nil
 }
 
 // RemoveNode takes a node that holds no replica out of the cluster; a node

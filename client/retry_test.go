@@ -202,8 +202,8 @@ func TestResendOnlySafeCalls(t *testing.T) {
 		{"rebalance", func(c *Client) error { _, err := c.Rebalance(ctx, false); return err }, false},
 		{"rebalance dry run", func(c *Client) error { _, err := c.Rebalance(ctx, true); return err }, true},
 		{"compact", func(c *Client) error { _, err := c.Compact(ctx); return err }, false},
-		{"transfer", func(c *Client) error { return c.TransferSlot(ctx, 1, "n2") }, true},
-		{"drain", func(c *Client) error { return c.Drain(ctx, "n2") }, true},
+		{"transfer", func(c *Client) error { _, err := c.TransferSlot(ctx, 1, "n2"); return err }, true},
+		{"drain", func(c *Client) error { _, err := c.Drain(ctx, "n2"); return err }, true},
 		{"raw POST", func(c *Client) error {
 			_, _, err := c.Do(ctx, RawRequest{Method: "POST", Path: "/v1/collections/c/jobs", Body: []byte(`{}`)})
 			return err

@@ -382,6 +382,40 @@ type ClusterInfo struct {
 	// answering node's id and the meta group's leader.
 	Self       string `json:"self,omitempty"`
 	MetaLeader string `json:"meta_leader,omitempty"`
+	// Moves is the meta leader's record of slot moves (nil when none was
+	// reported).
+	Moves *MoveProgress `json:"moves,omitempty"`
+}
+
+// MoveProgress counts slot moves (a slot moves while its raft
+// configuration differs from its target). A round starts when a slot
+// starts moving with none moving before.
+type MoveProgress struct {
+	Pending    int   `json:"pending"` // slots still moving
+	Active     int   `json:"active"`  // of those, being worked on now
+	Done       int   `json:"done"`    // slots that reached their target this round
+	Total      int   `json:"total"`   // Done + Pending
+	StartedAt  int64 `json:"started_at,omitempty"`
+	FinishedAt int64 `json:"finished_at,omitempty"`
+}
+
+// TransferResult is the answer of TransferSlot.
+type TransferResult struct {
+	Slot int    `json:"slot"`
+	From string `json:"from"` // who led when the request arrived
+	To   string `json:"to"`
+	// Leader is who led when the answer was sent: To once the transfer
+	// happened, From (or "") while it is still under way.
+	Leader          string `json:"leader"`
+	PreferredLeader string `json:"preferred_leader"`
+}
+
+// DrainResult is the answer of Drain: what the node holds and leads now.
+type DrainResult struct {
+	Node     string `json:"node"`
+	Status   string `json:"status"`
+	Replicas int    `json:"replicas"`
+	SlotsLed int    `json:"slots_led"`
 }
 
 // NotHealthy returns the slots whose state is not SlotHealthy.
@@ -422,9 +456,14 @@ type SlotInfo struct {
 	Slot     int      `json:"slot"`
 	Leader   string   `json:"leader"`
 	Replicas []string `json:"replicas"`
-	State    string   `json:"state"` // SlotHealthy, SlotMoving, ...
+	// Nonvoters are replicas being filled (beyond the contract).
+	Nonvoters []string `json:"nonvoters,omitempty"`
+	State     string   `json:"state"` // SlotHealthy, SlotMoving, ...
 	// Target is the replica set a moving slot is heading for.
 	Target []string `json:"target,omitempty"`
+	// PreferredLeader is the node an operator asked to lead the slot
+	// (TransferSlot), when there is one (beyond the contract).
+	PreferredLeader string `json:"preferred_leader,omitempty"`
 	// Pending is the slot's scheduled job count when the server reports it
 	// (beyond the contract).
 	Pending int64 `json:"pending,omitempty"`

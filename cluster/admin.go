@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/serf"
+
 	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/forward"
 	"github.com/timemachine-db/timemachine/model"
@@ -22,74 +24,112 @@ import (
 
 const retrySoon = time.Second
 
-// Info describes the cluster: the node table and slot table from the meta
-// state, and who leads what and which replicas are healthy from what every
-// node reports right now.
+// Info describes the cluster as it IS: the node table from the meta
+// state, and for every slot its raft configuration and leader as the
+// replicas report them (View.Truth), with its target when it is moving.
+// Node rows count real replicas and leaderships, so a node that still
+// leads or holds a replica never shows as empty.
 func (c *Cluster) Info(ctx context.Context) (*model.ClusterInfo, error) {
 	st := c.cfg.Meta.State()
 	view := c.CachedView(ctx, 500*time.Millisecond)
 	count := c.SlotCount()
 	info := &model.ClusterInfo{SlotCount: count, Self: c.cfg.NodeID, Nodes: []model.NodeInfo{}, Slots: []model.SlotInfo{}}
 	info.MetaLeader, _ = c.cfg.Meta.Leader()
+	if ml, ok := view.Nodes[info.MetaLeader]; ok {
+		info.Moves = ml.Moves
+	}
 	elig := c.eligible(st)
 	info.ReplicationFactor = dht.EffectiveRF(st.ReplicationFactor, len(elig))
 	if !st.Formed() {
 		info.ReplicationFactor = dht.EffectiveRF(c.cfg.Replicas, 1)
 	}
-	led, hosted := map[string]int{}, map[string]int{}
 	for s := 0; s < count; s++ {
-		si := model.SlotInfo{Slot: s, Replicas: []string{}, State: "no_leader"}
+		var target []string
+		var preferred string
 		if s < len(st.Slots) {
-			si.Replicas = append(si.Replicas, st.Slots[s].Replicas...)
+			target, preferred = st.Slots[s].Replicas, st.Slots[s].PreferredLeader
 		}
-		si.Leader = view.LeaderOf(s)
-		if si.Leader != "" {
-			led[si.Leader]++
-			si.State = "healthy"
-			ls, _ := view.Replica(si.Leader, s)
-			si.Pending = ls.Pending
-			switch {
-			case !sameSet(ls.Voters, si.Replicas):
-				si.State = "moving" // membership is changing toward the placement
-			default:
-				for _, id := range si.Replicas {
-					fs, ok := view.Replica(id, s)
-					if !ok || (id != si.Leader && !raftgroup.CaughtUp(ls.Status, fs.Status)) {
-						si.State = "degraded" // a replica is down or behind
-					}
-				}
-			}
-		}
-		for _, id := range si.Replicas {
-			hosted[id]++
-		}
-		info.Slots = append(info.Slots, si)
+		info.Slots = append(info.Slots, slotInfo(view, s, target, preferred))
 	}
+	holdings := view.Holdings(count)
 	nodes := st.NodeList()
 	if len(nodes) == 0 {
 		nodes = []*model.Node{{ID: c.cfg.NodeID, HTTPAddr: c.cfg.HTTPAddr, BindAddr: c.cfg.BindAddr, Status: model.NodeAlive}}
 	}
 	for _, nd := range nodes {
 		status := string(nd.Status)
-		if _, ok := view.Nodes[nd.ID]; !ok && nd.Status == model.NodeAlive {
+		if _, ok := view.Nodes[nd.ID]; !ok && (nd.Status == model.NodeAlive || nd.Status == model.NodeDraining) {
 			status = "unreachable"
 		}
+		h := holdings[nd.ID]
 		info.Nodes = append(info.Nodes, model.NodeInfo{ID: nd.ID, HTTPAddr: nd.HTTPAddr, BindAddr: nd.BindAddr, Status: status,
-			SlotsLed: led[nd.ID], Replicas: hosted[nd.ID]})
+			SlotsLed: h.Led, Replicas: h.Replicas})
 	}
 	return info, nil
 }
 
+// slotInfo is one slot as it is: healthy (a leader, every voter reachable
+// and caught up), degraded (a voter down or behind), moving (the
+// configuration is not the target yet; Target says where it goes) or
+// no_leader.
+func slotInfo(view View, s int, target []string, preferred string) model.SlotInfo {
+	t := view.Truth(s)
+	si := model.SlotInfo{Slot: s, Leader: t.Leader, Replicas: append([]string{}, t.Voters...), Nonvoters: t.Nonvoters,
+		State: "no_leader", PreferredLeader: preferred}
+	if !t.Known {
+		si.Replicas = append(si.Replicas, target...) // nobody reported: all the cluster knows is the target
+	}
+	if !t.Known || !settled(t, target) {
+		si.Target = append([]string{}, target...)
+	}
+	if t.Leader == "" {
+		return si
+	}
+	ls, _ := view.Replica(t.Leader, s)
+	si.Pending = ls.Pending
+	switch {
+	case si.Target != nil:
+		si.State = "moving"
+	default:
+		si.State = "healthy"
+		for _, id := range t.Voters {
+			fs, ok := view.Replica(id, s)
+			if !ok || (id != t.Leader && !raftgroup.CaughtUp(ls.Status, fs.Status)) {
+				si.State = "degraded" // a replica is down or behind
+			}
+		}
+	}
+	return si
+}
+
 // Ready returns nil when this node is in the cluster (its meta state is
-// current) and every slot has a leader somewhere, else why not.
+// current) and every slot has a leader somewhere, else why not. A node
+// that is draining, drained or removed says so first: it is not ready for
+// traffic, on purpose.
 func (c *Cluster) Ready() error {
+	if at := c.Removed(); !at.IsZero() {
+		return fmt.Errorf("this node was removed from the cluster at %s (admin remove): it serves nothing; stop it, or restart it to join again", at.UTC().Format(time.RFC3339))
+	}
+	st := c.cfg.Meta.State()
+	if nd, ok := st.Nodes[c.cfg.NodeID]; ok && nd.Status == model.NodeDraining {
+		replicas, led := 0, 0
+		for _, r := range c.cfg.Slots.All() {
+			replicas++
+			if r.IsLeader() {
+				led++
+			}
+		}
+		if replicas == 0 {
+			return fmt.Errorf("this node is drained: it holds and leads no slot; take it out with `timemachine admin remove %s`", c.cfg.NodeID)
+		}
+		return fmt.Errorf("this node is draining: it still holds %d slot replicas and leads %d slots", replicas, led)
+	}
 	if id, _ := c.cfg.Meta.Leader(); id == "" {
 		return errors.New("the meta group has no leader yet (the cluster is forming, or has lost its quorum)")
 	}
 	if !c.cfg.Meta.CaughtUp() {
 		return errors.New("this node's copy of the meta state is still catching up")
 	}
-	st := c.cfg.Meta.State()
 	if !st.Formed() {
 		return errors.New("the cluster has not formed yet")
 	}
@@ -138,8 +178,24 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 			ups = append(ups, raftfsm.SlotUpdate{Slot: a.Slot, Replicas: a.Replicas, ExpectEpoch: cur.Epoch})
 		}
 	}
+	var cmds []raftfsm.Command
 	if len(ups) > 0 {
-		res, err := c.cfg.Forward.ProposeMeta(ctx, &raftfsm.SetSlots{Updates: ups})
+		cmds = append(cmds, &raftfsm.SetSlots{Updates: ups})
+	}
+	// An explicit rebalance ends the operator's leadership choices: every
+	// slot's leader is the balancer's again.
+	var clear []raftfsm.PreferredUpdate
+	for s, e := range st.Slots {
+		if e.PreferredLeader != "" {
+			clear = append(clear, raftfsm.PreferredUpdate{Slot: s})
+			moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, Kind: "leader"})
+		}
+	}
+	if len(clear) > 0 {
+		cmds = append(cmds, &raftfsm.SetPreferredLeaders{Updates: clear})
+	}
+	if len(cmds) > 0 {
+		res, err := c.cfg.Forward.ProposeMeta(ctx, cmds...)
 		if err != nil {
 			return nil, err
 		}
@@ -217,74 +273,158 @@ func (c *Cluster) knownNode(id string) (*model.Node, error) {
 	return nd, nil
 }
 
-// TransferSlot asks slot s's leader to hand leadership to the voter on
-// node to.
-func (c *Cluster) TransferSlot(ctx context.Context, s int, to string) error {
+// TransferSlot makes node to the preferred leader of slot s (it stays
+// so until the next rebalance or until to drains, fails, leaves or is
+// removed) and moves the leadership there with a planned transfer: the
+// current leader stops firing, lets its callbacks in flight finish and
+// commit, then hands over. It waits (within ctx) for the transfer.
+func (c *Cluster) TransferSlot(ctx context.Context, s int, to string) (*model.TransferResult, error) {
 	if count := c.SlotCount(); s < 0 || s >= count {
-		return model.NotFound("slot %d does not exist (slots are 0..%d)", s, count-1)
+		return nil, model.NotFound("slot %d does not exist (slots are 0..%d)", s, count-1)
 	}
-	if _, err := c.knownNode(to); err != nil {
-		return err
+	nd, err := c.knownNode(to)
+	if err != nil {
+		return nil, err
+	}
+	if nd.Status != model.NodeAlive {
+		return nil, model.Invalid("node %q is %s: only an alive node can lead a slot", to, nd.Status)
 	}
 	st := c.cfg.Meta.State()
-	if s < len(st.Slots) && !st.Slots[s].Has(to) {
-		return model.Invalid("node %q holds no replica of slot %d (its replicas: %s)", to, s, strings.Join(st.Slots[s].Replicas, ", "))
+	if s >= len(st.Slots) {
+		return nil, model.Unavailable(retrySoon, "the cluster has not formed yet")
+	}
+	if !st.Slots[s].Has(to) {
+		return nil, model.Invalid("node %q holds no replica of slot %d (its replicas: %s); move a replica there first (admin rebalance)", to, s, strings.Join(st.Slots[s].Replicas, ", "))
 	}
 	view := c.RefreshView(ctx)
-	cur := view.LeaderOf(s)
-	if cur == to {
-		return nil
-	}
-	if cur == "" {
-		return model.Unavailable(retrySoon, "slot %d has no leader right now", s)
-	}
-	body, _ := json.Marshal(transferReq{Slot: s, To: to, Addr: c.AddrOf(to)})
-	if _, err := c.cfg.Client.Call(ctx, c.AddrOf(cur), MethodTransfer, body); err != nil {
-		return fmt.Errorf("transfer slot %d from %s to %s: %w", s, cur, to, forward.FromWire(err))
-	}
-	return nil
-}
-
-// DrainNode marks a node draining; the controller then moves its replicas
-// and leaderships to other nodes.
-func (c *Cluster) DrainNode(ctx context.Context, id string) error {
-	nd, err := c.knownNode(id)
-	if err != nil {
-		return err
-	}
-	if len(c.eligible(c.cfg.Meta.State())) <= 1 {
-		return model.Invalid("node %q is the only node of the cluster: there is nowhere to move its slots", id)
-	}
-	x := *nd
-	x.Status = model.NodeDraining
-	_, err = c.cfg.Forward.ProposeMeta(ctx, &raftfsm.UpsertNode{N: x, Now: c.now()})
-	return err
-}
-
-// RemoveNode forgets a node that holds no replicas any more (drained, or
-// dead and replaced).
-func (c *Cluster) RemoveNode(ctx context.Context, id string) error {
-	if _, err := c.knownNode(id); err != nil {
-		return err
-	}
-	st := c.cfg.Meta.State()
-	var held []string
-	for s, e := range st.Slots {
-		if e.Has(id) {
-			held = append(held, fmt.Sprint(s))
+	from := view.LeaderOf(s)
+	res := &model.TransferResult{Slot: s, From: from, To: to, Leader: from, PreferredLeader: to}
+	if st.Slots[s].PreferredLeader != to {
+		r, err := c.cfg.Forward.ProposeMeta(ctx, &raftfsm.SetPreferredLeaders{Updates: []raftfsm.PreferredUpdate{{Slot: s, Node: to}}})
+		if err != nil {
+			return nil, err
+		}
+		if r[0].Code != model.CodeOK {
+			return nil, model.Conflict("slot %d's replicas changed meanwhile; try again", s)
 		}
 	}
-	if len(held) > 0 {
-		return model.Conflict("node %q still holds replicas of slots %s; drain it first (POST /v1/admin/nodes/%s/drain) or wait until a dead node's replicas are re-created", id, strings.Join(held, ","), id)
+	if from == to {
+		return res, nil
+	}
+	if from == "" {
+		return res, nil // the slot is electing; the balancer moves it once it has a leader
+	}
+	t := view.Truth(s)
+	if !contains(t.Voters, to) {
+		return res, nil // its replica is still being filled: the balancer moves it once it votes
+	}
+	body, _ := json.Marshal(transferReq{Slot: s, To: to, Addr: c.AddrOf(to)})
+	if _, err := c.cfg.Client.Call(ctx, c.AddrOf(from), MethodTransfer, body); err != nil {
+		c.log.Info("planned leadership transfer did not happen yet; the balancer will retry", "slot", s, "from", from, "to", to, "error", forward.FromWire(err))
+		return res, nil
+	}
+	c.log.Info("slot leadership transferred on request", "slot", s, "from", from, "to", to)
+	for ctx.Err() == nil {
+		if l := c.RefreshView(ctx).LeaderOf(s); l != from {
+			res.Leader = l
+			if l == to {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return res, nil
+}
+
+// DrainNode marks a node draining: the controller moves its replicas and
+// leaderships to other nodes (planned transfers); it stays in the meta
+// group until it holds and leads nothing. Draining a draining node changes
+// nothing. The answer says what it holds now.
+func (c *Cluster) DrainNode(ctx context.Context, id string) (*model.DrainResult, error) {
+	nd, err := c.knownNode(id)
+	if err != nil {
+		return nil, err
+	}
+	st := c.cfg.Meta.State()
+	if nd.Status != model.NodeDraining {
+		others := 0
+		for _, n := range c.eligible(st) {
+			if n != id {
+				others++
+			}
+		}
+		if others == 0 {
+			return nil, model.Invalid("node %q is the only node of the cluster that can hold slots: there is nowhere to move its slots", id)
+		}
+		x := *nd
+		x.Status = model.NodeDraining
+		if _, err := c.cfg.Forward.ProposeMeta(ctx, &raftfsm.UpsertNode{N: x, Now: c.now()}); err != nil {
+			return nil, err
+		}
+	}
+	h := c.RefreshView(ctx).Holdings(c.SlotCount())[id]
+	return &model.DrainResult{Node: id, Status: string(model.NodeDraining), Replicas: h.Replicas, SlotsLed: h.Led}, nil
+}
+
+// RemoveNode takes a node out of the cluster and leaves its tombstone, so
+// gossip does not bring it back (unless it restarts and re-joins). A node
+// that holds or leads anything — in truth (the raft configurations) or in
+// the target placement — is refused with conflict: drain it first. force
+// is for a dead node (not answering): its replicas are dropped from the
+// targets and re-created on other nodes.
+func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model.RemoveResult, error) {
+	st := c.cfg.Meta.State()
+	nd, err := c.knownNode(id)
+	if err != nil {
+		if _, gone := st.Tombstone(id); gone {
+			return nil, model.NotFound("node %q was already removed from this cluster", id)
+		}
+		return nil, err
 	}
 	if id == c.cfg.NodeID && len(st.Nodes) == 1 {
-		return model.Invalid("node %q is the only node of the cluster and cannot be removed", id)
+		return nil, model.Invalid("node %q is the only node of the cluster and cannot be removed", id)
 	}
-	if _, err := c.cfg.Forward.ProposeMeta(ctx, &raftfsm.RemoveNode{ID: id}); err != nil {
-		return err
+	view := c.RefreshView(ctx)
+	h := view.Holdings(st.SlotCount)[id]
+	var targeted []int
+	for s, e := range st.Slots {
+		if e.Has(id) {
+			targeted = append(targeted, s)
+		}
 	}
+	_, answering := view.Nodes[id]
+	res := &model.RemoveResult{Node: id, Removed: true, Forced: force}
+	switch {
+	case force && answering:
+		return nil, model.Conflict("node %q is running and answering: --force is for a dead node; drain it first (POST /v1/admin/nodes/%s/drain)", id, id)
+	case force:
+		res.Slots = targeted
+	case !h.Empty() || len(targeted) > 0:
+		return nil, model.Conflict("node %q still holds %d replicas and leads %d slots (target placement: %d slots); drain it first (POST /v1/admin/nodes/%s/drain) and wait until it holds nothing, or use force=true for a dead node",
+			id, max(h.Replicas, h.Local), h.Led, len(targeted), id)
+	}
+	var started int64
+	for _, m := range c.members() {
+		if m.ID == id && m.Started > started {
+			started = m.Started
+		}
+	}
+	if _, err := c.cfg.Forward.ProposeMeta(ctx, &raftfsm.ForgetNode{ID: id, At: c.now(), StartedAt: started}); err != nil {
+		return nil, err
+	}
+	c.log.Info("node removed from the cluster", "node", id, "force", force)
 	if c.serf != nil {
-		_ = c.serf.RemoveFailedNode(id)
+		for _, m := range c.members() {
+			if m.ID == id && m.Status != serf.StatusAlive {
+				_ = c.serf.RemoveFailedNodePrune(id)
+			}
+		}
 	}
-	return nil
+	if answering {
+		go c.tellRemoved(id, nd.BindAddr, c.now())
+	}
+	return res, nil
 }

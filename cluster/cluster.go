@@ -58,6 +58,14 @@ type Config struct {
 	AdoptSlotCount func(count int) error
 	// CompactStorage compacts the node's whole storage.
 	CompactStorage func(ctx context.Context) error
+
+	// MaxMoves bounds the slots whose membership moves at once (default
+	// DefaultMaxMoves).
+	MaxMoves int
+	// ReplicaWarnAfter is how long a replica may stay unreachable or
+	// behind, while it is supposed to be in its slot's configuration,
+	// before the controller logs a warning (default DefaultReplicaWarnAfter).
+	ReplicaWarnAfter time.Duration
 }
 
 // Cluster is this node's part in the cluster's control plane: gossip
@@ -75,7 +83,13 @@ type Cluster struct {
 	kick       chan struct{} // wakes the reconciler
 	ctrlKick   chan struct{} // wakes the controller
 
-	view viewCache
+	view  viewCache
+	moves moveTracker  // the meta leader's record of slot moves
+	watch replicaWatch // the meta leader's watch on replicas
+
+	startedAt      int64                // process start, published in gossip (unix ms)
+	removedAt      atomic.Int64         // when this node was removed from the cluster (0: it was not)
+	removedNoticed map[string]time.Time // controller only: removed nodes last told or pruned
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -93,7 +107,7 @@ func New(cfg Config) *Cluster {
 	c := &Cluster{
 		cfg: cfg, log: cfg.Logger,
 		serfEvents: make(chan serf.Event, 256), kick: make(chan struct{}, 1), ctrlKick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
+		stop: make(chan struct{}), startedAt: time.Now().UnixMilli(), removedNoticed: map[string]time.Time{},
 	}
 	c.slotCount.Store(int64(cfg.SlotCount))
 	return c

@@ -20,46 +20,63 @@ import (
 const metaVoters = 3
 
 // RunController runs while this node leads the meta group
-// (docs/architecture.md#the-meta-group): it folds gossip into the node table, keeps the meta group's
-// membership, commits the desired slot placement computed by dht, and
-// spreads slot leadership. Every pass starts from the committed state, so a
-// new meta leader simply carries on.
+// (docs/architecture.md#the-meta-group): it folds gossip into the node
+// table, keeps the meta group's membership, commits the target slot
+// placement computed by dht, drives every slot's raft configuration toward
+// its target one step at a time (moves.go), watches the replicas and
+// spreads slot leadership. Every pass starts from the committed state and
+// what the replicas report, so a new meta leader simply carries on.
 func (c *Cluster) RunController(ctx context.Context) {
 	c.log.Info("leading the meta group: running the cluster controller")
+	defer c.moves.reset()
+	defer c.watch.reset()
 	if err := c.cfg.Meta.WaitCaughtUp(ctx); err != nil {
 		return
 	}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	var lastBalance time.Time
 	for {
-		c.controlOnce(ctx, &lastBalance)
+		busy := c.controlOnce(ctx, &lastBalance)
+		next := time.Second
+		if busy {
+			next = 250 * time.Millisecond // slots are moving: take their next steps soon
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(next):
 		case <-c.ctrlKick:
 		}
 	}
 }
 
-func (c *Cluster) controlOnce(ctx context.Context, lastBalance *time.Time) {
+// controlOnce is one pass; it reports whether slots are moving.
+func (c *Cluster) controlOnce(ctx context.Context, lastBalance *time.Time) bool {
 	if !c.cfg.Meta.IsLeader() {
-		return
+		return false
 	}
 	st := c.cfg.Meta.State()
 	if !st.Formed() {
 		c.formCluster(ctx)
-		return
+		return false
 	}
 	c.syncNodes(ctx, st)
 	st = c.cfg.Meta.State()
-	c.stepMetaMembership(st)
+	vctx, cancel := context.WithTimeout(ctx, time.Second)
+	view := c.RefreshView(vctx)
+	cancel()
+	c.stepMetaMembership(st, view)
 	c.placeSlots(ctx, st)
+	c.dropPreferred(ctx, st)
+	c.forgetRemoved(st)
+	st = c.cfg.Meta.State()
+	c.driveMoves(ctx, st, view)
+	c.watchReplicas(st, view)
 	if time.Since(*lastBalance) > 3*time.Second {
 		*lastBalance = time.Now()
-		c.balanceLeaders(ctx, c.cfg.Meta.State())
+		c.balanceLeaders(ctx, st, view)
 	}
+	pending, _, _ := c.moves.counts()
+	return pending > 0
 }
 
 func nodeOf(m member, status model.NodeStatus) model.Node {
@@ -102,8 +119,8 @@ func (c *Cluster) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 	now := c.now()
 	seen := map[string]bool{}
 	for _, m := range c.members() {
-		if m.ID == "" {
-			continue
+		if m.ID == "" || c.tombstoned(st, m) {
+			continue // a removed node's old process: ignored until it restarts
 		}
 		seen[m.ID] = true
 		status := model.NodeAlive
@@ -224,8 +241,12 @@ func (c *Cluster) commitPlacement(ctx context.Context, st *raftfsm.MetaState, de
 
 // stepMetaMembership keeps metaVoters voters in the meta group (those
 // already voting stay while eligible) and every other eligible node as a
-// nonvoter, one step at a time.
-func (c *Cluster) stepMetaMembership(st *raftfsm.MetaState) {
+// nonvoter, one step at a time. A draining node is never a voter (a voter
+// being drained hands its vote on first: the replacement is promoted
+// before it is demoted) but stays a nonvoter until it holds and leads
+// nothing in truth: it keeps receiving the meta state, so its view of the
+// cluster stays current while its slots move off.
+func (c *Cluster) stepMetaMembership(st *raftfsm.MetaState, view View) {
 	elig := c.eligible(st)
 	eligSet := map[string]bool{}
 	for _, id := range elig {
@@ -256,51 +277,74 @@ func (c *Cluster) stepMetaMembership(st *raftfsm.MetaState) {
 			non = append(non, id)
 		}
 	}
+	holdings := view.Holdings(st.SlotCount)
+	for _, nd := range st.NodeList() {
+		if nd.Status == model.NodeDraining && !contains(voters, nd.ID) && !holdings[nd.ID].Empty() {
+			non = append(non, nd.ID)
+		}
+	}
 	vm, ok1 := c.membersOf(voters, st)
 	nm, ok2 := c.membersOf(non, st)
-	if !ok1 || !ok2 {
+	if !ok1 || !ok2 || len(vm) == 0 {
 		return
 	}
-	if _, err := c.cfg.Meta.Reconcile(raftgroup.Membership{Voters: vm, Nonvoters: nm}, func(id string) bool {
+	step, err := c.cfg.Meta.Reconcile(raftgroup.Membership{Voters: vm, Nonvoters: nm}, func(id string) bool {
 		return c.caughtUp(-1, id, status)
-	}); err != nil {
-		c.log.Warn("meta membership step failed; will retry", "error", err)
+	})
+	if err != nil {
+		c.log.Info("meta membership step not taken; will retry", "step", step.String(), "error", err)
 	}
 }
 
 func contains(ss []string, s string) bool { return slices.Contains(ss, s) }
 
-// balanceLeaders moves slot leadership toward dht.LeaderTargets: a few
-// transfers per pass, only for slots whose replicas match the placement.
-func (c *Cluster) balanceLeaders(ctx context.Context, st *raftfsm.MetaState) {
-	view := c.RefreshView(ctx)
+// leaderAssignments is the slot table for leader balancing: a slot's
+// preferred leader (admin transfer) comes first, where dht looks for it.
+func leaderAssignments(st *raftfsm.MetaState) []dht.Assignment {
+	out := assignments(st)
+	for i, e := range st.Slots {
+		if p := e.PreferredLeader; p != "" && len(out[i].Replicas) > 0 && out[i].Replicas[0] != p {
+			rest := []string{p}
+			for _, id := range out[i].Replicas {
+				if id != p {
+					rest = append(rest, id)
+				}
+			}
+			out[i].Replicas = rest
+		}
+	}
+	return out
+}
+
+// balanceLeaders moves slot leadership toward dht.LeaderTargets (a slot's
+// preferred leader, when set and alive, is its target): a few planned
+// transfers per pass, only for slots whose configuration is their target.
+func (c *Cluster) balanceLeaders(ctx context.Context, st *raftfsm.MetaState, view View) {
 	var up []string
 	for _, id := range alive(st) {
 		if _, ok := view.Nodes[id]; ok {
 			up = append(up, id)
 		}
 	}
-	targets := dht.LeaderTargets(assignments(st), up)
+	targets := dht.LeaderTargets(leaderAssignments(st), up)
 	moved := 0
 	for s := 0; s < st.SlotCount && moved < 4; s++ {
 		want, ok := targets[s]
 		if !ok {
 			continue
 		}
-		cur := view.LeaderOf(s)
-		if cur == "" || cur == want {
-			continue
+		t := view.Truth(s)
+		cur := t.Leader
+		if cur == "" || cur == want || !settled(t, st.Slots[s].Replicas) || !contains(t.Voters, want) {
+			continue // no leader, already there, or membership still moving
 		}
-		ls, ok := view.Replica(cur, s)
-		if !ok || !contains(ls.Voters, want) || !sameSet(ls.Voters, st.Slots[s].Replicas) {
-			continue // membership still moving: leave leadership alone
-		}
+		ls, _ := view.Replica(cur, s)
 		fs, ok := view.Replica(want, s)
 		if !ok || !raftgroup.CaughtUp(ls.Status, fs.Status) {
 			continue
 		}
 		body, _ := json.Marshal(transferReq{Slot: s, To: want, Addr: c.AddrOf(want)})
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := c.cfg.Client.Call(cctx, c.AddrOf(cur), MethodTransfer, body)
 		cancel()
 		if err != nil {
@@ -310,6 +354,28 @@ func (c *Cluster) balanceLeaders(ctx context.Context, st *raftfsm.MetaState) {
 		c.log.Info("moved slot leadership", "slot", s, "from", cur, "to", want)
 		moved++
 	}
+}
+
+// dropPreferred clears preferred leaders on nodes that are no longer alive
+// (draining, failed, left): the balancer then spreads those slots again.
+func (c *Cluster) dropPreferred(ctx context.Context, st *raftfsm.MetaState) {
+	var ups []raftfsm.PreferredUpdate
+	for s, e := range st.Slots {
+		if e.PreferredLeader == "" {
+			continue
+		}
+		if nd, ok := st.Nodes[e.PreferredLeader]; !ok || nd.Status != model.NodeAlive {
+			ups = append(ups, raftfsm.PreferredUpdate{Slot: s})
+		}
+	}
+	if len(ups) == 0 {
+		return
+	}
+	if _, err := c.cfg.Meta.Propose(ctx, &raftfsm.SetPreferredLeaders{Updates: ups}); err != nil {
+		c.log.Info("clearing preferred leaders failed; will retry", "error", err)
+		return
+	}
+	c.log.Info("preferred leaders cleared: their node is no longer alive", "slots", len(ups))
 }
 
 func sameSet(a, b []string) bool {

@@ -19,6 +19,8 @@ const (
 	MethodMetaStatus peer.Method = 8  // → JSON raftgroup.Status of the meta replica
 	MethodCompact    peer.Method = 9  // → JSON model.CompactResult
 	MethodHasState   peer.Method = 10 // → JSON hasStateReply
+	MethodStep       peer.Method = 20 // JSON stepReq → {}: take one membership step of a slot this node leads
+	MethodRemoved    peer.Method = 21 // JSON removedNotice → {}: this node was removed from the cluster
 )
 
 type hasStateReply struct {
@@ -40,6 +42,8 @@ func (c *Cluster) Register(s *peer.Server) {
 	s.Handle(MethodTransfer, c.serveTransfer)
 	s.Handle(MethodMetaStatus, func(context.Context, []byte) ([]byte, error) { return json.Marshal(c.cfg.Meta.Status()) })
 	s.Handle(MethodCompact, func(ctx context.Context, _ []byte) ([]byte, error) { return json.Marshal(c.compactLocal(ctx)) })
+	s.Handle(MethodStep, c.serveStep)
+	s.Handle(MethodRemoved, c.serveRemoved)
 	s.Handle(MethodHasState, func(context.Context, []byte) ([]byte, error) {
 		has, _ := c.cfg.Meta.HasState()
 		return json.Marshal(hasStateReply{MetaState: has, Formed: c.cfg.Meta.State().Formed()})

@@ -18,8 +18,8 @@ import (
 // reconcileLoop makes this node's slot replicas match the slot table
 // (level-triggered: every pass derives what to do from the current state,
 // so a crash midway needs no recovery): open the replicas this node should
-// hold, retire those it should not once their group let them go, and, for
-// the slots it leads, take the next membership step.
+// hold, and retire those it should not once their group let them go. The
+// membership steps themselves are the meta leader's (moves.go).
 func (c *Cluster) reconcileLoop() {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -36,7 +36,7 @@ func (c *Cluster) reconcileLoop() {
 
 func (c *Cluster) reconcileOnce() {
 	st := c.cfg.Meta.State()
-	if !st.Formed() || !c.cfg.Meta.CaughtUp() {
+	if !st.Formed() || !c.cfg.Meta.CaughtUp() || c.removedAt.Load() > 0 {
 		return
 	}
 	if err := c.adoptSlotCount(st.SlotCount); err != nil {
@@ -64,9 +64,7 @@ func (c *Cluster) reconcileOnce() {
 		switch {
 		case r == nil && want:
 			c.openReplica(s, e, st)
-		case r != nil && r.IsLeader():
-			c.stepMembership(s, r, e, st)
-		case r != nil && !want:
+		case r != nil && !want && !r.IsLeader():
 			c.maybeRetire(s, r)
 		}
 	}
@@ -160,15 +158,21 @@ func (c *Cluster) dropReplica(s int, r *slot.Replica, destroy bool) {
 // group's leader confirms it is out of the configuration. Until then it
 // keeps serving: it may still be needed for a quorum.
 func (c *Cluster) maybeRetire(s int, r *slot.Replica) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
 	leader, _ := r.Leader()
-	if leader == "" {
+	if leader == "" || leader == c.cfg.NodeID {
+		// A replica removed from its group may never hear of it (the
+		// leader stops replicating to it) and then knows no leader: ask
+		// the others who leads.
+		leader = c.CachedView(ctx, 2*time.Second).LeaderOf(s)
+	}
+	if leader == "" || leader == c.cfg.NodeID {
 		if st := r.Status(); !st.Member {
 			c.dropReplica(s, r, true)
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	body, err := c.cfg.Client.Call(ctx, c.AddrOf(leader), MethodSlotStatus, forward.SlotBody(s, nil))
 	if err != nil {
 		return
@@ -183,21 +187,6 @@ func (c *Cluster) maybeRetire(s int, r *slot.Replica) {
 		}
 	}
 	c.dropReplica(s, r, true)
-}
-
-// stepMembership takes the next membership step of a slot this node leads.
-func (c *Cluster) stepMembership(s int, r *slot.Replica, e model.SlotEntry, st *raftfsm.MetaState) {
-	voters, ok := c.membersOf(e.Replicas, st)
-	if !ok || len(voters) == 0 {
-		return
-	}
-	leader := r.Status()
-	step, err := r.Reconcile(raftgroup.Membership{Voters: voters}, func(id string) bool {
-		return c.caughtUp(s, id, leader)
-	})
-	if err != nil {
-		c.log.Warn("slot membership step failed; will retry", "slot", s, "step", step.String(), "error", err)
-	}
 }
 
 // caughtUp asks a replica how far it is and compares with the leader (s is

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
 // Serf tags every timemachine node publishes. The role tag keeps other
@@ -25,6 +27,10 @@ const (
 	tagHTTP   = "http"
 	tagBind   = "bind"
 	tagExpect = "expect"
+	// tagStarted is when this process started (unix ms): a node removed
+	// from the cluster is ignored in gossip until a process of it that
+	// started after the removal shows up (restarted and re-joined).
+	tagStarted = "started"
 )
 
 // member is a timemachine node as serf sees it.
@@ -35,6 +41,7 @@ type member struct {
 	SerfAddr string
 	Status   serf.MemberStatus
 	Expect   int
+	Started  int64 // unix ms, 0 when not published (an older version)
 }
 
 // startSerf starts gossip on --serf-addr and joins --join. Serf keeps a
@@ -53,11 +60,12 @@ func (c *Cluster) startSerf() error {
 	conf.Init()
 	conf.NodeName = c.cfg.NodeID
 	conf.Tags = map[string]string{
-		tagRole:   roleValue,
-		tagID:     c.cfg.NodeID,
-		tagHTTP:   c.cfg.HTTPAddr,
-		tagBind:   c.cfg.BindAddr,
-		tagExpect: strconv.Itoa(c.cfg.BootstrapExpect),
+		tagRole:    roleValue,
+		tagID:      c.cfg.NodeID,
+		tagHTTP:    c.cfg.HTTPAddr,
+		tagBind:    c.cfg.BindAddr,
+		tagExpect:  strconv.Itoa(c.cfg.BootstrapExpect),
+		tagStarted: strconv.FormatInt(c.startedAt, 10),
 	}
 	conf.EventCh = c.serfEvents
 	if err := os.MkdirAll(c.cfg.SerfDir, 0o755); err != nil {
@@ -84,35 +92,149 @@ func (c *Cluster) startSerf() error {
 		return fmt.Errorf("start gossip on %s: %w", c.cfg.SerfAddr, err)
 	}
 	c.serf = s
-	if len(c.cfg.Join) > 0 {
-		// Not one of the loops StopLoops waits for: a join attempt can
-		// take seconds, and shutting serf down (LeaveGossip) is what cuts
-		// it short. LeaveGossip waits for it.
-		c.joinDone = make(chan struct{})
-		go func() {
-			defer close(c.joinDone)
-			c.joinLoop()
-		}()
-	}
+	// Not one of the loops StopLoops waits for: a join attempt can take
+	// seconds, and shutting serf down (LeaveGossip) is what cuts it short.
+	// LeaveGossip waits for it.
+	c.joinDone = make(chan struct{})
+	go func() {
+		defer close(c.joinDone)
+		c.joinLoop()
+	}()
 	return nil
 }
 
-// joinLoop retries --join until it reaches someone: members may start in
-// any order.
+// joinLoop keeps this node in the gossip: until it sees another member, it
+// tries --join and the gossip addresses of the nodes in its copy of the
+// meta state (replayed from the meta raft log as it catches up), every
+// second, until one answers. Members may start in any order, and a
+// restarted node cannot rely on serf's snapshot alone: when the snapshot
+// lists no member that is alive, serf gives up re-joining ("Failed to
+// re-join any previously known node") and, without --join, the node
+// would stay out of the gossip until its replicas were moved away.
 func (c *Cluster) joinLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
 	for attempt := 0; ; attempt++ {
-		joined, err := c.serf.Join(c.cfg.Join, true)
-		if err == nil && joined > 0 {
-			c.log.Info("joined cluster gossip", "via", strings.Join(c.cfg.Join, ","), "reached", joined)
-			return
+		if c.removedAt.Load() > 0 {
+			return // removed: this process stays out
 		}
-		if attempt%10 == 0 {
-			c.log.Warn("cannot reach any --join address yet; retrying", "join", strings.Join(c.cfg.Join, ","), "error", err)
+		if c.otherAlive() {
+			if attempt > 0 {
+				c.log.Info("in the cluster gossip", "members", c.serf.NumNodes())
+			}
+			if !c.waitLonely(t.C) {
+				return
+			}
+			attempt = 0
+			continue
+		}
+		addrs := c.joinAddrs()
+		if len(addrs) > 0 {
+			joined, err := c.serf.Join(addrs, true)
+			if err == nil && joined > 0 {
+				c.log.Info("joined cluster gossip", "via", strings.Join(addrs, ","), "reached", joined)
+				continue
+			}
+			if attempt%10 == 9 {
+				c.log.Warn("cannot reach any other node's gossip address yet; retrying", "tried", strings.Join(addrs, ","), "error", err)
+			}
 		}
 		select {
 		case <-c.stop:
 			return
-		case <-time.After(time.Second):
+		case <-t.C:
+		}
+	}
+}
+
+// waitLonely returns true once this node has seen no other live member
+// for a while (gossip lost: join again), false when the node stops.
+func (c *Cluster) waitLonely(tick <-chan time.Time) bool {
+	lonely := 0
+	for {
+		select {
+		case <-c.stop:
+			return false
+		case <-tick:
+		}
+		if c.otherAlive() || len(c.joinAddrs()) == 0 {
+			lonely = 0
+			continue
+		}
+		if lonely++; lonely >= 10 {
+			return true
+		}
+	}
+}
+
+// otherAlive reports whether gossip shows another live member.
+func (c *Cluster) otherAlive() bool {
+	for _, m := range c.aliveMembers() {
+		if m.ID != c.cfg.NodeID {
+			return true
+		}
+	}
+	return false
+}
+
+// joinAddrs are --join and the gossip addresses of the other nodes in the
+// local meta state.
+func (c *Cluster) joinAddrs() []string {
+	seen := map[string]bool{c.cfg.SerfAddr: true}
+	var out []string
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	for _, a := range c.cfg.Join {
+		add(a)
+	}
+	if c.cfg.Meta != nil {
+		for _, nd := range c.cfg.Meta.State().NodeList() {
+			if nd.ID != c.cfg.NodeID {
+				add(nd.SerfAddr)
+			}
+		}
+	}
+	return out
+}
+
+// tombstoned reports whether m is the old process of a removed node (a
+// process started after the removal is a re-join and is not).
+func (c *Cluster) tombstoned(st *raftfsm.MetaState, m member) bool {
+	t, ok := st.Tombstone(m.ID)
+	if !ok {
+		return false
+	}
+	if t.StartedAt > 0 {
+		return m.Started <= t.StartedAt
+	}
+	return m.Started <= t.At
+}
+
+// forgetRemoved, on the meta leader, keeps removed nodes out of the
+// gossip: a removed node's process that still runs is told it was
+// removed (it then leaves the gossip), and one that failed or left is
+// pruned from serf's member list. Each at most every 10 s per node.
+func (c *Cluster) forgetRemoved(st *raftfsm.MetaState) {
+	if len(st.Removed) == 0 || c.serf == nil {
+		return
+	}
+	now := time.Now()
+	for _, m := range c.members() {
+		if !c.tombstoned(st, m) || now.Sub(c.removedNoticed[m.ID]) < 10*time.Second {
+			continue
+		}
+		c.removedNoticed[m.ID] = now
+		if m.Status == serf.StatusAlive {
+			t, _ := st.Tombstone(m.ID)
+			go c.tellRemoved(m.ID, m.BindAddr, t.At)
+			continue
+		}
+		if err := c.serf.RemoveFailedNodePrune(m.ID); err != nil {
+			c.log.Debug("pruning a removed node from gossip", "node", m.ID, "error", err)
 		}
 	}
 }
@@ -128,6 +250,7 @@ func (c *Cluster) members() []member {
 			continue
 		}
 		exp, _ := strconv.Atoi(m.Tags[tagExpect])
+		started, _ := strconv.ParseInt(m.Tags[tagStarted], 10, 64)
 		out = append(out, member{
 			ID:       m.Tags[tagID],
 			HTTPAddr: m.Tags[tagHTTP],
@@ -135,6 +258,7 @@ func (c *Cluster) members() []member {
 			SerfAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
 			Status:   m.Status,
 			Expect:   exp,
+			Started:  started,
 		})
 	}
 	return out

@@ -20,6 +20,9 @@ type NodeStatus struct {
 	HTTPAddr string                   `json:"http_addr"`
 	Meta     raftgroup.Status         `json:"meta"`
 	Slots    map[int]SlotReplicaState `json:"slots"`
+	// Moves is the controller's record of slot moves, reported by the
+	// meta leader only.
+	Moves *model.MoveProgress `json:"moves,omitempty"`
 }
 
 // SlotReplicaState is what a node reports about one of its slot replicas.
@@ -56,6 +59,98 @@ func (v View) Replica(node string, s int) (SlotReplicaState, bool) {
 	}
 	r, ok := ns.Slots[s]
 	return r, ok
+}
+
+// Truth is what IS for one slot: its raft configuration and leader as the
+// replicas report them. The configuration is the leader's; without a
+// leader, that of the replica with the newest configuration.
+type Truth struct {
+	Slot        int
+	Leader      string
+	Voters      []string
+	Nonvoters   []string
+	ConfigIndex uint64
+	// Known is false when no replica of the slot reported at all.
+	Known bool
+}
+
+// Members are the voters and nonvoters.
+func (t Truth) Members() []string {
+	return append(append([]string(nil), t.Voters...), t.Nonvoters...)
+}
+
+// Has reports whether node is in the configuration (voter or nonvoter).
+func (t Truth) Has(node string) bool {
+	return contains(t.Voters, node) || contains(t.Nonvoters, node)
+}
+
+// Truth derives slot s's configuration and leader from the view.
+func (v View) Truth(s int) Truth {
+	t := Truth{Slot: s, Leader: v.LeaderOf(s)}
+	if t.Leader != "" {
+		ls, _ := v.Replica(t.Leader, s)
+		t.Voters, t.Nonvoters, t.ConfigIndex, t.Known = ls.Voters, ls.Nonvoters, ls.ConfigIndex, true
+		return t
+	}
+	var best *SlotReplicaState
+	for _, ns := range v.Nodes {
+		r, ok := ns.Slots[s]
+		if !ok || !r.Member || r.Shutdown {
+			continue
+		}
+		if best == nil || r.ConfigIndex > best.ConfigIndex || (r.ConfigIndex == best.ConfigIndex && r.Term > best.Term) {
+			r := r
+			best = &r
+		}
+	}
+	if best != nil {
+		t.Voters, t.Nonvoters, t.ConfigIndex, t.Known = best.Voters, best.Nonvoters, best.ConfigIndex, true
+	}
+	return t
+}
+
+// Holdings is what a node holds and leads in truth.
+type Holdings struct {
+	// Replicas counts the slots whose configuration includes the node.
+	Replicas int
+	// Led counts the slots it leads.
+	Led int
+	// Local counts the replicas the node itself reports open (a replica
+	// removed from its group stays until the node deletes it); -1 when the
+	// node did not answer.
+	Local int
+}
+
+// Empty reports whether the node holds and leads nothing.
+func (h Holdings) Empty() bool { return h.Replicas == 0 && h.Led == 0 && h.Local <= 0 }
+
+// Holdings counts what every node holds and leads in truth (slotCount
+// slots), keyed by node id (nodes holding nothing may be missing).
+func (v View) Holdings(slotCount int) map[string]Holdings {
+	out := map[string]Holdings{}
+	for s := 0; s < slotCount; s++ {
+		t := v.Truth(s)
+		for _, id := range t.Members() {
+			h := out[id]
+			h.Replicas++
+			out[id] = h
+		}
+		if t.Leader != "" {
+			h := out[t.Leader]
+			h.Led++
+			out[t.Leader] = h
+		}
+	}
+	for id, h := range out {
+		h.Local = -1
+		out[id] = h
+	}
+	for id, ns := range v.Nodes {
+		h := out[id]
+		h.Local = len(ns.Slots)
+		out[id] = h
+	}
+	return out
 }
 
 // viewCache keeps the last view, refreshed in the background.
@@ -108,7 +203,7 @@ func (c *Cluster) RefreshView(ctx context.Context) View {
 		}
 	}
 	for _, m := range c.aliveMembers() {
-		if _, ok := addrs[m.ID]; !ok {
+		if _, ok := addrs[m.ID]; !ok && !c.tombstoned(st, m) {
 			addrs[m.ID] = m.BindAddr
 		}
 	}
@@ -147,6 +242,9 @@ func (c *Cluster) localStatus() NodeStatus {
 	st := NodeStatus{ID: c.cfg.NodeID, HTTPAddr: c.cfg.HTTPAddr, Meta: c.cfg.Meta.Status(), Slots: map[int]SlotReplicaState{}}
 	for _, r := range c.cfg.Slots.All() {
 		st.Slots[r.Slot()] = SlotReplicaState{Status: r.Status(), Pending: r.Stats().Pending}
+	}
+	if c.cfg.Meta.IsLeader() {
+		st.Moves = c.moves.snapshot()
 	}
 	return st
 }

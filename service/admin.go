@@ -33,17 +33,22 @@ func (s *Service) Compact(ctx context.Context) ([]model.CompactResult, error) {
 	return res, fail(err)
 }
 
-// TransferSlot asks a slot's leader to hand leadership to node to.
-func (s *Service) TransferSlot(ctx context.Context, slot int, to string) error {
-	return fail(s.cluster.TransferSlot(ctx, slot, to))
+// TransferSlot makes node to the preferred leader of a slot and moves the
+// leadership there (a planned transfer).
+func (s *Service) TransferSlot(ctx context.Context, slot int, to string) (*model.TransferResult, error) {
+	res, err := s.cluster.TransferSlot(ctx, slot, to)
+	return res, fail(err)
 }
 
 // DrainNode marks a node draining: its replicas and leaderships move away.
-func (s *Service) DrainNode(ctx context.Context, id string) error {
-	return fail(s.cluster.DrainNode(ctx, id))
+func (s *Service) DrainNode(ctx context.Context, id string) (*model.DrainResult, error) {
+	res, err := s.cluster.DrainNode(ctx, id)
+	return res, fail(err)
 }
 
-// RemoveNode forgets a node that holds no replicas.
-func (s *Service) RemoveNode(ctx context.Context, id string) error {
-	return fail(s.cluster.RemoveNode(ctx, id))
+// RemoveNode takes a node that holds nothing (or, with force, a dead one)
+// out of the cluster.
+func (s *Service) RemoveNode(ctx context.Context, id string, force bool) (*model.RemoveResult, error) {
+	res, err := s.cluster.RemoveNode(ctx, id, force)
+	return res, fail(err)
 }

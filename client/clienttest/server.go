@@ -486,7 +486,7 @@ func (s *Server) transfer(r *request) *apiError {
 	if !strings.Contains(string(s.cluster), `"id":"`+in.To+`"`) {
 		return notFound("node %q is not in the cluster", in.To)
 	}
-	writeJSON(r.w, 200, map[string]any{})
+	writeJSON(r.w, 200, map[string]any{"slot": n, "from": "", "to": in.To, "leader": in.To, "preferred_leader": in.To})
 	return nil
 }
 
@@ -494,7 +494,7 @@ func (s *Server) drain(r *request) *apiError {
 	if !strings.Contains(string(s.cluster), `"id":"`+r.params[0]+`"`) {
 		return notFound("node %q is not in the cluster", r.params[0])
 	}
-	writeJSON(r.w, 200, map[string]any{})
+	writeJSON(r.w, 200, map[string]any{"node": r.params[0], "status": "draining", "replicas": 0, "slots_led": 0})
 	return nil
 }
 

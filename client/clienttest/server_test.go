@@ -263,13 +263,13 @@ func TestAuthAndRetries(t *testing.T) {
 	if r, err := admin.Compact(ctx); err != nil || len(r.Results) != 1 || !r.Results[0].OK {
 		t.Errorf("compact: %+v %v", r, err)
 	}
-	if err := admin.TransferSlot(ctx, 3, "n1"); err != nil {
+	if _, err := admin.TransferSlot(ctx, 3, "n1"); err != nil {
 		t.Errorf("transfer: %v", err)
 	}
-	if err := admin.TransferSlot(ctx, 3, "n9"); !errors.Is(err, client.ErrNotFound) {
+	if _, err := admin.TransferSlot(ctx, 3, "n9"); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("transfer to unknown node: %v", err)
 	}
-	if err := admin.Drain(ctx, "n1"); err != nil {
+	if _, err := admin.Drain(ctx, "n1"); err != nil {
 		t.Errorf("drain: %v", err)
 	}
 	if err := admin.RemoveNode(ctx, "n1", false); !errors.Is(err, client.ErrConflict) {

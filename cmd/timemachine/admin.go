@@ -80,7 +80,7 @@ func newAdminCmd() *cobra.Command {
 			if err != nil || s < 0 {
 				return fmt.Errorf("SLOT %q: want a slot number", args[0])
 			}
-			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return struct{}{}, cl.TransferSlot(c, s, args[1]) })
+			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return cl.TransferSlot(c, s, args[1]) })
 		},
 	}
 	drain := &cobra.Command{
@@ -88,7 +88,7 @@ func newAdminCmd() *cobra.Command {
 		Short: "Move every replica and leadership off NODE",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return struct{}{}, cl.Drain(c, args[0]) })
+			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return cl.Drain(c, args[0]) })
 		},
 	}
 	remove := &cobra.Command{

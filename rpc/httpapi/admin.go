@@ -158,13 +158,13 @@ func (s *Server) transferSlot(r *request) {
 		return
 	}
 	ctx, cancel := s.backendCtx()
-	err = s.b.TransferSlot(ctx, n, to)
+	res, err := s.b.TransferSlot(ctx, n, to)
 	cancel()
 	if err != nil {
 		s.fail(r, err)
 		return
 	}
-	writeJSON(r.ctx, fasthttp.StatusOK, []byte(`{}`))
+	s.writeValue(r, fasthttp.StatusOK, res)
 }
 
 // drainNode is POST /v1/admin/nodes/{id}/drain.
@@ -175,13 +175,13 @@ func (s *Server) drainNode(r *request) {
 		return
 	}
 	ctx, cancel := s.backendCtx()
-	err := s.b.DrainNode(ctx, id)
+	res, err := s.b.DrainNode(ctx, id)
 	cancel()
 	if err != nil {
 		s.fail(r, err)
 		return
 	}
-	writeJSON(r.ctx, fasthttp.StatusOK, []byte(`{}`))
+	s.writeValue(r, fasthttp.StatusOK, res)
 }
 
 // removeNode is DELETE /v1/admin/nodes/{id}.
@@ -191,12 +191,34 @@ func (s *Server) removeNode(r *request) {
 		writeError(r.ctx, e)
 		return
 	}
+	force, e := boolArg(r.ctx.QueryArgs(), "force")
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
 	ctx, cancel := s.backendCtx()
-	err := s.b.RemoveNode(ctx, id)
+	_, err := s.b.RemoveNode(ctx, id, force)
 	cancel()
 	if err != nil {
 		s.fail(r, err)
 		return
 	}
-	writeEmpty(r.ctx)
+	writeEmpty(r.ctx) // like every DELETE: 204
+}
+
+// boolArg reads an optional boolean query argument ("?force" alone is
+// true).
+func boolArg(args *fasthttp.Args, name string) (bool, *model.Error) {
+	if !args.Has(name) {
+		return false, nil
+	}
+	v := string(args.Peek(name))
+	if v == "" {
+		return true, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, model.Invalid("%s: must be true or false, got %q", name, clip(v))
+	}
+	return b, nil
 }

@@ -47,7 +47,7 @@ type Backend interface {
 	Ready() error
 	Rebalance(ctx context.Context, dryRun bool) ([]model.Move, error)
 	Compact(ctx context.Context) ([]model.CompactResult, error)
-	TransferSlot(ctx context.Context, slot int, to string) error
-	DrainNode(ctx context.Context, id string) error
-	RemoveNode(ctx context.Context, id string) error
+	TransferSlot(ctx context.Context, slot int, to string) (*model.TransferResult, error)
+	DrainNode(ctx context.Context, id string) (*model.DrainResult, error)
+	RemoveNode(ctx context.Context, id string, force bool) (*model.RemoveResult, error)
 }

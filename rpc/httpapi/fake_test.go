@@ -48,6 +48,7 @@ type fakeBackend struct {
 	transferN   int
 	transferTo  string
 	nodeArg     string
+	force       bool
 	deletedColl string
 	deletedJob  [2]string
 }
@@ -212,22 +213,31 @@ func (f *fakeBackend) Compact(context.Context) ([]model.CompactResult, error) {
 	return f.compactRes, f.err
 }
 
-func (f *fakeBackend) TransferSlot(_ context.Context, slot int, to string) error {
+func (f *fakeBackend) TransferSlot(_ context.Context, slot int, to string) (*model.TransferResult, error) {
 	f.record("TransferSlot")
 	f.transferN, f.transferTo = slot, to
-	return f.err
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &model.TransferResult{Slot: slot, From: "n1", To: to, Leader: to, PreferredLeader: to}, nil
 }
 
-func (f *fakeBackend) DrainNode(_ context.Context, id string) error {
+func (f *fakeBackend) DrainNode(_ context.Context, id string) (*model.DrainResult, error) {
 	f.record("DrainNode")
 	f.nodeArg = id
-	return f.err
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &model.DrainResult{Node: id, Status: "draining", Replicas: 3, SlotsLed: 1}, nil
 }
 
-func (f *fakeBackend) RemoveNode(_ context.Context, id string) error {
+func (f *fakeBackend) RemoveNode(_ context.Context, id string, force bool) (*model.RemoveResult, error) {
 	f.record("RemoveNode")
-	f.nodeArg = id
-	return f.err
+	f.nodeArg, f.force = id, force
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &model.RemoveResult{Node: id, Removed: true, Forced: force}, nil
 }
 
 // testNow is the fixed clock of the tests.

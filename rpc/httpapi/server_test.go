@@ -226,16 +226,22 @@ func TestAdmin(t *testing.T) {
 	}
 
 	r = do(h, "POST", "/v1/admin/slots/3/transfer", `{"to":"n2"}`)
-	if r.status != 200 || string(r.body) != `{}` || f.transferN != 3 || f.transferTo != "n2" {
+	if r.status != 200 || string(r.body) != `{"slot":3,"from":"n1","to":"n2","leader":"n2","preferred_leader":"n2"}` || f.transferN != 3 || f.transferTo != "n2" {
 		t.Fatalf("%d %s %d %q", r.status, r.body, f.transferN, f.transferTo)
 	}
 	r = do(h, "POST", "/v1/admin/nodes/n3/drain", "")
-	if r.status != 200 || f.nodeArg != "n3" {
-		t.Fatalf("%d", r.status)
+	if r.status != 200 || f.nodeArg != "n3" || string(r.body) != `{"node":"n3","status":"draining","replicas":3,"slots_led":1}` {
+		t.Fatalf("%d %s", r.status, r.body)
 	}
 	r = do(h, "DELETE", "/v1/admin/nodes/n4", "")
-	if r.status != 204 || f.nodeArg != "n4" {
+	if r.status != 204 || f.nodeArg != "n4" || f.force {
 		t.Fatalf("%d", r.status)
+	}
+	if r = do(h, "DELETE", "/v1/admin/nodes/n4?force=true", ""); r.status != 204 || !f.force {
+		t.Fatalf("%d force=%v", r.status, f.force)
+	}
+	if r = do(h, "DELETE", "/v1/admin/nodes/n4?force=perhaps", ""); r.status != 400 {
+		t.Fatalf("force=perhaps: %d", r.status)
 	}
 
 	for _, tc := range []struct{ uri, body, msg string }{
