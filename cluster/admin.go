@@ -51,7 +51,20 @@ func (c *Cluster) Info(ctx context.Context) (*model.ClusterInfo, error) {
 		}
 		info.Slots = append(info.Slots, slotInfo(view, s, target, preferred))
 	}
-	holdings := view.Holdings(count)
+	// Node rows count what the slot rows show, so the two never disagree
+	// (a slot nobody reported shows its target).
+	reps, led := map[string]int{}, map[string]int{}
+	for _, si := range info.Slots {
+		if si.Leader != "" {
+			led[si.Leader]++
+		}
+		for _, id := range si.Replicas {
+			reps[id]++
+		}
+		for _, id := range si.Nonvoters {
+			reps[id]++
+		}
+	}
 	nodes := st.NodeList()
 	if len(nodes) == 0 {
 		nodes = []*model.Node{{ID: c.cfg.NodeID, HTTPAddr: c.cfg.HTTPAddr, BindAddr: c.cfg.BindAddr, Status: model.NodeAlive}}
@@ -61,9 +74,8 @@ func (c *Cluster) Info(ctx context.Context) (*model.ClusterInfo, error) {
 		if _, ok := view.Nodes[nd.ID]; !ok && (nd.Status == model.NodeAlive || nd.Status == model.NodeDraining) {
 			status = "unreachable"
 		}
-		h := holdings[nd.ID]
 		info.Nodes = append(info.Nodes, model.NodeInfo{ID: nd.ID, HTTPAddr: nd.HTTPAddr, BindAddr: nd.BindAddr, Status: status,
-			SlotsLed: h.Led, Replicas: h.Replicas})
+			SlotsLed: led[nd.ID], Replicas: reps[nd.ID]})
 	}
 	return info, nil
 }

@@ -78,6 +78,8 @@ type Cluster struct {
 	slotCount atomic.Int64
 
 	serf       *serf.Serf
+	serfMu     sync.Mutex // orders Leave against Shutdown
+	serfDown   bool
 	serfEvents chan serf.Event
 	joinDone   chan struct{} // closed when the --join loop ended (nil: none)
 	kick       chan struct{} // wakes the reconciler
@@ -154,14 +156,28 @@ func (c *Cluster) LeaveGossip(graceful bool) {
 		return
 	}
 	if graceful {
-		if err := c.serf.Leave(); err != nil {
-			c.log.Debug("serf leave", "error", err)
-		}
+		c.leaveSerf()
 	}
+	c.serfMu.Lock()
+	c.serfDown = true
 	_ = c.serf.Shutdown()
+	c.serfMu.Unlock()
 	if c.joinDone != nil {
 		c.stopOnce.Do(func() { close(c.stop) })
 		<-c.joinDone
+	}
+}
+
+// leaveSerf leaves the gossip gracefully, unless serf was shut down
+// (serf panics on a Leave after Shutdown).
+func (c *Cluster) leaveSerf() {
+	c.serfMu.Lock()
+	defer c.serfMu.Unlock()
+	if c.serfDown {
+		return
+	}
+	if err := c.serf.Leave(); err != nil {
+		c.log.Debug("serf leave", "error", err)
 	}
 }
 

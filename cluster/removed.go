@@ -37,13 +37,9 @@ func (c *Cluster) serveRemoved(_ context.Context, body []byte) ([]byte, error) {
 	if c.removedAt.CompareAndSwap(0, n.At) {
 		c.log.Warn("this node was removed from the cluster (admin remove): it holds and serves nothing; stop it, or restart it to join the cluster again",
 			"removed_at", time.UnixMilli(n.At).UTC().Format(time.RFC3339))
-		go func() {
-			if c.serf != nil {
-				if err := c.serf.Leave(); err != nil {
-					c.log.Debug("leaving the gossip after removal", "error", err)
-				}
-			}
-		}()
+		if c.serf != nil {
+			go c.leaveSerf()
+		}
 	}
 	return []byte("{}"), nil
 }

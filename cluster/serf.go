@@ -312,3 +312,16 @@ func (c *Cluster) aliveMembers() []member {
 	}
 	return out
 }
+
+// GossipMembers lists the ids of the members gossip shows alive (a removed
+// node's old process left out).
+func (c *Cluster) GossipMembers() []string {
+	st := c.cfg.Meta.State()
+	var out []string
+	for _, m := range c.aliveMembers() {
+		if !c.tombstoned(st, m) {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}

@@ -49,6 +49,12 @@ type Config struct {
 	// FailureGrace is how long a failed node keeps its replicas before they
 	// are re-created on other nodes (default 30s).
 	FailureGrace time.Duration
+	// MoveConcurrency bounds how many slots change membership at once
+	// (default cluster.DefaultMaxMoves).
+	MoveConcurrency int
+	// ReplicaWarnAfter is how long a replica may stay unreachable or
+	// behind before the meta leader logs a warning (default 30s).
+	ReplicaWarnAfter time.Duration
 	// FastGossip uses memberlist's local-network timings (tests).
 	FastGossip bool
 	// MuxDialer and PeerDialer replace the TCP dials of the raft transports
@@ -114,6 +120,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxMetaBytes > model.MaxMetaBytesLimit {
 		return fmt.Errorf("--max-meta-bytes %d: must be at most %d (16 MiB)", c.MaxMetaBytes, model.MaxMetaBytesLimit)
+	}
+	if c.MoveConcurrency < 0 {
+		return fmt.Errorf("--move-concurrency %d: must be at least 1 (0 means the default)", c.MoveConcurrency)
 	}
 	if c.Replicas < 0 || c.Replicas > 7 {
 		return fmt.Errorf("--replicas %d: must be between 1 and 7 (0 means min(3, nodes))", c.Replicas)

@@ -148,6 +148,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		SerfAddr: cfg.SerfAddr, SerfDir: filepath.Join(cfg.DataDir, "serf"), Join: cfg.Join,
 		BootstrapExpect: cfg.BootstrapExpect, FastGossip: cfg.FastGossip,
 		SlotCount: n.id.SlotCount, Replicas: cfg.Replicas, FailureGrace: cfg.FailureGrace,
+		MaxMoves: cfg.MoveConcurrency, ReplicaWarnAfter: cfg.ReplicaWarnAfter,
 		Clock: cfg.Clock, Logger: n.log,
 		Meta: n.meta, Slots: n.slots, Forward: n.fwd, Client: n.rpc,
 		OpenSlot:       n.openSlot,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/timemachine-db/timemachine/cluster"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/node"
 	"github.com/timemachine-db/timemachine/storage"
@@ -57,6 +58,8 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 	f.IntVar(&cfg.Slots, "slots", 0, "hash slots, fixed when the cluster forms (default 12)")
 	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas per slot (default min(3, nodes))")
 	f.DurationVar(&cfg.FailureGrace, "failure-grace", 30*time.Second, "how long a failed node keeps its replicas before they are re-created on other nodes")
+	f.IntVar(&cfg.MoveConcurrency, "move-concurrency", cluster.DefaultMaxMoves, "slots whose replicas move at once (rebalance, drain, node loss): bounds the copying load")
+	f.DurationVar(&cfg.ReplicaWarnAfter, "replica-warn-after", cluster.DefaultReplicaWarnAfter, "log a warning when a slot replica stays unreachable or behind this long")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&cfg.RaftLogLevel, "raft-log-level", "warn", "log level of the raft library (trace, debug, info, warn, error)")

@@ -1,0 +1,574 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/model"
+)
+
+// The operations of docs/operations.md (scale out, drain, remove,
+// transfer, replace) on an in-process cluster under a steady create+fire
+// load: every step finishes, and the load sees no acknowledged job lost,
+// none delivered twice, none early.
+
+// opsLoad creates bursts of jobs, all due at one instant a little later,
+// through every live node in turn, and counts the deliveries per
+// Idempotency-Key. Bursts fill the fire pool (tests run with a small one
+// and a receiver that takes a moment), which is when a planned hand-off
+// used to let a popped job start after the drain.
+type opsLoad struct {
+	t    *testing.T
+	tc   *testCluster
+	srv  *http.Server
+	url  string
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	acked   map[string]int64 // Idempotency-Key → trigger time (ms)
+	got     map[string][]time.Time
+	batches int
+	errs    int
+}
+
+func startLoad(t *testing.T, tc *testCluster) *opsLoad {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := &opsLoad{t: t, tc: tc, url: "http://" + l.Addr().String() + "/hook", stop: make(chan struct{}),
+		acked: map[string]int64{}, got: map[string][]time.Time{}}
+	ld.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		now := time.Now()
+		time.Sleep(2 * time.Millisecond)
+		ld.mu.Lock()
+		k := req.Header.Get("Idempotency-Key")
+		ld.got[k] = append(ld.got[k], now)
+		ld.mu.Unlock()
+		w.WriteHeader(200)
+	})}
+	go func() { _ = ld.srv.Serve(l) }()
+	t.Cleanup(func() { _ = ld.srv.Close() })
+	ld.wg.Add(1)
+	go ld.run()
+	return ld
+}
+
+func (ld *opsLoad) run() {
+	defer ld.wg.Done()
+	for b := 0; ; b++ {
+		select {
+		case <-ld.stop:
+			return
+		case <-time.After(150 * time.Millisecond):
+		}
+		nodes := ld.tc.live()
+		if len(nodes) == 0 {
+			continue
+		}
+		n := nodes[b%len(nodes)]
+		trig := time.Now().Add(800 * time.Millisecond).UnixMilli()
+		in := make([]model.JobInput, 30)
+		for i := range in {
+			in[i] = model.JobInput{ID: fmt.Sprintf("b%d-%d", b, i), Spec: model.JobSpec{TriggerTime: trig, CallbackURL: ld.url, Hash: uint64(i + 1)}}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := n.svc.CreateJobs(ctx, "default", in)
+		cancel()
+		if err != nil {
+			ld.mu.Lock()
+			ld.errs++
+			if ld.errs <= 3 {
+				ld.t.Logf("load: create through %s failed: %v", n.ID(), err)
+			}
+			ld.mu.Unlock()
+			continue // not acknowledged: it may or may not exist
+		}
+		ld.mu.Lock()
+		for _, r := range res {
+			if r.Err == nil && (r.Code == model.CodeCreated || r.Code == model.CodeOK) {
+				ld.acked[fmt.Sprintf("default:%s:%d", r.ID, trig)] = trig
+			}
+		}
+		ld.batches++
+		ld.mu.Unlock()
+	}
+}
+
+// finish stops creating, waits until every acknowledged job was delivered,
+// listens a while longer for late duplicates, and checks: none lost, none
+// delivered twice, none early.
+func (ld *opsLoad) finish(timeout time.Duration) {
+	t := ld.t
+	t.Helper()
+	close(ld.stop)
+	ld.wg.Wait()
+	testutil.Eventually(t, timeout, "every acknowledged job delivered", func() error {
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		missing := 0
+		for k := range ld.acked {
+			if len(ld.got[k]) == 0 {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d of %d acknowledged jobs not delivered", missing, len(ld.acked))
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	var dups, early []string
+	for k, at := range ld.got {
+		if len(at) > 1 {
+			dups = append(dups, fmt.Sprintf("%s ×%d", k, len(at)))
+		}
+		if trig, ok := ld.acked[k]; ok && at[0].UnixMilli() < trig {
+			early = append(early, k)
+		}
+	}
+	sort.Strings(dups)
+	t.Logf("load: %d batches failed", ld.errs)
+	t.Logf("load: %d acknowledged jobs in %d batches, %d delivered, %d duplicates, %d early", len(ld.acked), ld.batches, len(ld.got), len(dups), len(early))
+	if len(ld.acked) < 100 {
+		t.Errorf("the load acknowledged only %d jobs", len(ld.acked))
+	}
+	if len(dups) > 0 {
+		t.Errorf("%d jobs delivered more than once: %s", len(dups), strings.Join(dups[:min(10, len(dups))], ", "))
+	}
+	if len(early) > 0 {
+		t.Errorf("%d jobs delivered early", len(early))
+	}
+}
+
+// opsTweak is the node configuration of these tests: a small fire pool (so
+// bursts queue), a short warning threshold for the replica watcher.
+func opsTweak(i int, c *Config) {
+	c.FireConcurrency = 8
+	c.ReplicaWarnAfter = 5 * time.Second
+}
+
+// addNode starts one more node that joins the cluster through n1.
+func (tc *testCluster) addNode(id string) *Node {
+	tc.t.Helper()
+	c := tc.cfgs[0]
+	c.NodeID, c.DataDir, c.BindAddr, c.SerfAddr = id, tc.t.TempDir(), freeAddr(tc.t), freeAddr(tc.t)
+	c.BootstrapExpect, c.Join = 1, []string{tc.cfgs[0].SerfAddr}
+	tc.net.Register(id, c.BindAddr)
+	c.MuxDialer, c.PeerDialer = tc.net.MuxDialer(id), tc.net.PeerDialer(id)
+	n, err := Start(c)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.cfgs = append(tc.cfgs, c)
+	tc.nodes = append(tc.nodes, n)
+	return n
+}
+
+// node returns the live node with the id.
+func (tc *testCluster) node(id string) *Node {
+	for _, n := range tc.live() {
+		if n.ID() == id {
+			return n
+		}
+	}
+	tc.t.Fatalf("no live node %s", id)
+	return nil
+}
+
+// info reads /v1/cluster through a live node other than skip, checking
+// on the way that the node rows are what the slot rows say (replicas and
+// leaderships are counted from the raft configurations, never the
+// target): a node that leads or holds a replica is never shown empty.
+func (tc *testCluster) info(skip string) *model.ClusterInfo {
+	tc.t.Helper()
+	for _, n := range tc.live() {
+		if n.ID() == skip {
+			continue
+		}
+		info, err := n.svc.Cluster(context.Background())
+		if err != nil {
+			tc.t.Fatal(err)
+		}
+		reps, led := map[string]int{}, map[string]int{}
+		for _, s := range info.Slots {
+			if s.Leader != "" {
+				led[s.Leader]++
+			}
+			for _, id := range append(append([]string(nil), s.Replicas...), s.Nonvoters...) {
+				reps[id]++
+			}
+		}
+		for _, nd := range info.Nodes {
+			if nd.Replicas != reps[nd.ID] || nd.SlotsLed != led[nd.ID] {
+				tc.t.Fatalf("node %s shown with %d replicas, %d led; its slots say %d and %d", nd.ID, nd.Replicas, nd.SlotsLed, reps[nd.ID], led[nd.ID])
+			}
+		}
+		return info
+	}
+	tc.t.Fatal("no live node")
+	return nil
+}
+
+// settledCluster is met when every slot is healthy with rf replicas and
+// no move is pending.
+func (tc *testCluster) settledCluster(skip string, rf int) func() error {
+	return func() error {
+		info := tc.info(skip)
+		for _, s := range info.Slots {
+			if s.State != "healthy" || len(s.Replicas) != rf {
+				return fmt.Errorf("slot %d: %s %v (target %v)", s.Slot, s.State, s.Replicas, s.Target)
+			}
+		}
+		if m := info.Moves; m != nil && m.Pending > 0 {
+			return fmt.Errorf("moves: %+v", *m)
+		}
+		return nil
+	}
+}
+
+func nodeRow(info *model.ClusterInfo, id string) (model.NodeInfo, bool) {
+	for _, nd := range info.Nodes {
+		if nd.ID == id {
+			return nd, true
+		}
+	}
+	return model.NodeInfo{}, false
+}
+
+// Scale out 3 → 5 with a rebalance, then drain and remove two nodes back to
+// 3, under load: every step finishes, the drained nodes leave the meta
+// group only once they hold nothing, say so on /readyz, are refused
+// removal while they hold anything, and the load sees nothing lost,
+// duplicated or early.
+func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
+	tc := startCluster(t, 3, opsTweak)
+	ld := startLoad(t, tc)
+	tc.addNode("n4")
+	tc.addNode("n5")
+	testutil.Eventually(t, 30*time.Second, "n4 and n5 in the node table", func() error {
+		info := tc.info("")
+		for _, id := range []string{"n4", "n5"} {
+			if nd, ok := nodeRow(info, id); !ok || nd.Status != "alive" {
+				return fmt.Errorf("%s: %+v", id, nd)
+			}
+		}
+		return nil
+	})
+	moves, err := tc.nodes[0].svc.Rebalance(context.Background(), false)
+	if err != nil || len(moves) == 0 {
+		t.Fatalf("rebalance: %v %v", moves, err)
+	}
+	t.Logf("rebalance: %d replica moves", len(moves))
+	start := time.Now()
+	testutil.Eventually(t, 120*time.Second, "the rebalance done: 5 nodes, every slot healthy", tc.settledCluster("", 3))
+	info := tc.info("")
+	for _, nd := range info.Nodes {
+		if nd.Replicas < 7 || nd.Replicas > 8 {
+			t.Fatalf("after the rebalance %s holds %d replicas, want 7 or 8 (36 over 5)", nd.ID, nd.Replicas)
+		}
+	}
+	if m := info.Moves; m == nil || m.Done == 0 || m.Pending != 0 {
+		t.Fatalf("move progress after the rebalance: %+v", m)
+	}
+	t.Logf("rebalance to 5 nodes settled in %v (%d slots moved)", time.Since(start).Round(time.Millisecond), info.Moves.Done)
+
+	for _, id := range []string{"n5", "n4"} {
+		start := time.Now()
+		res, err := tc.nodes[0].svc.DrainNode(context.Background(), id)
+		if err != nil || res.Node != id || res.Status != "draining" {
+			t.Fatalf("drain %s: %+v %v", id, res, err)
+		}
+		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) {
+			t.Fatalf("removing %s while it drains: %v, want conflict", id, err)
+		}
+		n := tc.node(id)
+		testutil.Eventually(t, 5*time.Second, id+" says it drains", func() error {
+			if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "draining") && !strings.Contains(err.Error(), "drained") {
+				return fmt.Errorf("readyz: %v", err)
+			}
+			return nil
+		})
+		testutil.Eventually(t, 120*time.Second, id+" drained", func() error {
+			info := tc.info(id)
+			nd, _ := nodeRow(info, id)
+			if nd.Replicas != 0 || nd.SlotsLed != 0 {
+				return fmt.Errorf("%s still holds %d, leads %d", id, nd.Replicas, nd.SlotsLed)
+			}
+			if n.slots.Len() != 0 {
+				return fmt.Errorf("%s still has %d replicas open", id, n.slots.Len())
+			}
+			return tc.settledCluster(id, 3)()
+		})
+		testutil.Eventually(t, 30*time.Second, id+" out of the meta group", func() error {
+			st := tc.nodes[0].meta.Status()
+			if contains(st.Voters, id) || contains(st.Nonvoters, id) {
+				return fmt.Errorf("meta voters %v nonvoters %v", st.Voters, st.Nonvoters)
+			}
+			return nil
+		})
+		if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "drained") {
+			t.Fatalf("%s readyz after the drain: %v", id, err)
+		}
+		t.Logf("drain of %s took %v", id, time.Since(start).Round(time.Millisecond))
+		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); err != nil {
+			t.Fatalf("remove %s: %v", id, err)
+		}
+		testutil.Eventually(t, 20*time.Second, id+" told it was removed", func() error {
+			if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "removed") {
+				return fmt.Errorf("readyz: %v", err)
+			}
+			return nil
+		})
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tc.nodes[tc.index(id)] = nil
+	}
+	// Removed nodes do not come back: not in /v1/cluster, not through gossip.
+	time.Sleep(3 * time.Second)
+	info = tc.info("")
+	if len(info.Nodes) != 3 {
+		t.Fatalf("after removing n4 and n5: %+v", info.Nodes)
+	}
+	ld.finish(60 * time.Second)
+}
+
+func isKind(err error, k model.Kind) bool {
+	var me *model.Error
+	return errors.As(err, &me) && me.Kind == k
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// admin transfer: the slot's leadership moves, with a planned transfer, and
+// stays — the balancer keeps it there (its passes run every 3 s) — until
+// the next rebalance; a graceful stop of the node that leads the most
+// (the SIGTERM hand-off) delivers nothing twice either.
+func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
+	tc := startCluster(t, 3, opsTweak)
+	ld := startLoad(t, tc)
+	info := tc.info("")
+	s := info.Slots[5]
+	to := ""
+	for _, id := range s.Replicas {
+		if id != s.Leader {
+			to = id
+			break
+		}
+	}
+	res, err := tc.nodes[2].svc.TransferSlot(context.Background(), 5, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Slot != 5 || res.From != s.Leader || res.To != to || res.PreferredLeader != to || res.Leader != to {
+		t.Fatalf("transfer answer %+v (leader was %s)", res, s.Leader)
+	}
+	testutil.Eventually(t, 3*time.Second, "every node's view shows the new leader", func() error {
+		if l := tc.info("").Slots[5].Leader; l != to {
+			return fmt.Errorf("led by %q", l)
+		}
+		return nil
+	})
+	deadline := time.Now().Add(12 * time.Second)
+	for time.Now().Before(deadline) {
+		info := tc.info("")
+		if l := info.Slots[5].Leader; l != to {
+			t.Fatalf("slot 5 led by %q %v after the transfer to %s", l, time.Until(deadline), to)
+		}
+		if info.Slots[5].PreferredLeader != to {
+			t.Fatalf("preferred leader %q", info.Slots[5].PreferredLeader)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A transfer to a node without a replica is refused.
+	if _, err := tc.nodes[0].svc.TransferSlot(context.Background(), 5, "n9"); !isKind(err, model.KindNotFound) {
+		t.Fatalf("transfer to an unknown node: %v", err)
+	}
+	// The next rebalance ends the preference.
+	if _, err := tc.nodes[0].svc.Rebalance(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if p := tc.nodes[0].meta.State().Slots[5].PreferredLeader; p != "" {
+		t.Fatalf("preferred leader %q after a rebalance", p)
+	}
+	// SIGTERM hand-off of the node leading the most slots.
+	victim, most := "", -1
+	for id, c := range tc.leaderCounts() {
+		if c > most {
+			victim, most = id, c
+		}
+	}
+	if err := tc.node(victim).Close(); err != nil {
+		t.Fatal(err)
+	}
+	tc.nodes[tc.index(victim)] = nil
+	testutil.Eventually(t, 20*time.Second, "every slot led again", func() error {
+		for _, s := range tc.info("").Slots {
+			if s.Leader == "" || s.Leader == victim {
+				return fmt.Errorf("slot %d led by %q", s.Slot, s.Leader)
+			}
+		}
+		return nil
+	})
+	ld.finish(60 * time.Second)
+}
+
+// admin remove refuses a node that holds replicas (409) and --force on a
+// node that answers; a dead node removed with force has its replicas
+// re-created elsewhere, disappears from /v1/cluster, and comes back only
+// as a restarted process (which re-joins as a new member).
+func TestOpsForceRemoveDeadNodeAndRejoin(t *testing.T) {
+	tc := startCluster(t, 4, opsTweak)
+	if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), "n4", false); !isKind(err, model.KindConflict) {
+		t.Fatalf("remove a node holding replicas: %v", err)
+	}
+	if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), "n4", true); !isKind(err, model.KindConflict) {
+		t.Fatalf("force-remove a node that answers: %v", err)
+	}
+	ld := startLoad(t, tc)
+	tc.kill(3)
+	testutil.Eventually(t, 20*time.Second, "n4 not answering", func() error {
+		nd, _ := nodeRow(tc.info(""), "n4")
+		if nd.Status == "alive" {
+			return errors.New("still alive")
+		}
+		return nil
+	})
+	res, err := tc.nodes[0].svc.RemoveNode(context.Background(), "n4", true)
+	if err != nil || !res.Forced || len(res.Slots) == 0 {
+		t.Fatalf("force remove: %+v %v", res, err)
+	}
+	testutil.Eventually(t, 90*time.Second, "n4's replicas re-created on the others", tc.settledCluster("", 3))
+	if _, ok := nodeRow(tc.info(""), "n4"); ok {
+		t.Fatal("n4 still listed after its removal")
+	}
+	ld.finish(60 * time.Second)
+	// The dead node restarts: a new process, so it joins again, holding
+	// nothing (its old replicas are deleted once their groups confirm it
+	// is out).
+	tc.restart(3)
+	testutil.Eventually(t, 30*time.Second, "n4 re-joined", func() error {
+		nd, ok := nodeRow(tc.info(""), "n4")
+		if !ok || nd.Status != "alive" {
+			return fmt.Errorf("n4: %+v", nd)
+		}
+		return nil
+	})
+	testutil.Eventually(t, 30*time.Second, "n4's stale replicas deleted", func() error {
+		if n := tc.nodes[3].slots.Len(); n != 0 {
+			return fmt.Errorf("%d replicas open", n)
+		}
+		return nil
+	})
+}
+
+// A restarted node whose serf snapshot is gone and that has no --join (n1,
+// the first node) rejoins the gossip through the addresses in its copy of
+// the meta state.
+func TestOpsRejoinWithoutSerfSnapshot(t *testing.T) {
+	tc := startCluster(t, 3, nil)
+	if err := tc.nodes[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	tc.nodes[0] = nil
+	if err := os.RemoveAll(filepath.Join(tc.cfgs[0].DataDir, "serf")); err != nil {
+		t.Fatal(err)
+	}
+	if len(tc.cfgs[0].Join) != 0 {
+		t.Fatal("n1 is expected to start without --join")
+	}
+	tc.restart(0)
+	testutil.Eventually(t, 30*time.Second, "n1 back in everyone's gossip", func() error {
+		for _, n := range tc.live() {
+			seen := false
+			for _, m := range n.cluster.GossipMembers() {
+				if m == "n1" {
+					seen = true
+				}
+			}
+			if !seen {
+				return fmt.Errorf("%s does not see n1 alive", n.ID())
+			}
+		}
+		return nil
+	})
+	tc.waitReady(30 * time.Second)
+}
+
+// The meta leader changes, again and again, in the middle of a rebalance:
+// each new one re-derives the moves from the targets and the raft
+// configurations (nothing about a move is persisted) and finishes them.
+func TestOpsMetaLeaderChangeMidMove(t *testing.T) {
+	tc := startCluster(t, 3, func(i int, c *Config) { c.MoveConcurrency = 1 })
+	// Data to copy, so moves take a while.
+	far := time.Now().Add(time.Hour).UnixMilli()
+	for b := 0; b < 40; b++ {
+		createJobs(t, tc.nodes[b%3], "default", fmt.Sprintf("data%d", b), 1000, far, "http://127.0.0.1:1/hook")
+	}
+	tc.addNode("n4")
+	testutil.Eventually(t, 30*time.Second, "n4 in the node table", func() error {
+		if nd, ok := nodeRow(tc.info(""), "n4"); !ok || nd.Status != "alive" {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if _, err := tc.nodes[0].svc.Rebalance(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	changes, midway := 0, 0
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		info := tc.info("")
+		if tc.settledCluster("", 3)() == nil {
+			break
+		}
+		leader, _ := tc.nodes[0].meta.Leader()
+		if leader == "" {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if m := info.Moves; m != nil && m.Pending > 0 && changes > 0 {
+			midway++ // a meta leader that took over is carrying the moves on
+		}
+		if changes < 6 {
+			tc.node(leader).meta.TransferLeadership(5 * time.Second)
+			if l, _ := tc.nodes[0].meta.Leader(); l != leader {
+				changes++
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := tc.settledCluster("", 3)(); err != nil {
+		t.Fatalf("the rebalance did not finish: %v", err)
+	}
+	t.Logf("%d meta leader changes, %d observations of a new meta leader carrying moves on", changes, midway)
+	if changes == 0 || midway == 0 {
+		t.Fatalf("the meta leader did not change mid-move (%d changes, %d midway)", changes, midway)
+	}
+	if nd, _ := nodeRow(tc.info(""), "n4"); nd.Replicas != 9 {
+		t.Fatalf("n4 holds %d replicas, want 9", nd.Replicas)
+	}
+}
