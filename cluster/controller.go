@@ -70,7 +70,7 @@ func (c *Cluster) controlOnce(ctx context.Context, lastBalance *time.Time) bool 
 	c.forgetRemoved(st)
 	st = c.cfg.Meta.State()
 	c.driveMoves(ctx, st, view)
-	c.watchReplicas(st, view)
+	c.watchReplicas(st, view, time.Now())
 	if time.Since(*lastBalance) > 3*time.Second {
 		*lastBalance = time.Now()
 		c.balanceLeaders(ctx, st, view)

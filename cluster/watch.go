@@ -26,39 +26,21 @@ type replicaWatch struct {
 	mu     sync.Mutex
 	since  map[string]time.Time // node → when its current problem began
 	warned map[string]bool
-	lag    map[lagKey]int64 // (slot, follower) → entries behind its leader; -1: unreachable
-}
-
-type lagKey struct {
-	Slot     int
-	Follower string
 }
 
 func (w *replicaWatch) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.since, w.warned, w.lag = nil, nil, nil
+	w.since, w.warned = nil, nil
 }
 
-// followerLag reads the last lag figures (for metrics).
-func (w *replicaWatch) followerLag() map[lagKey]int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make(map[lagKey]int64, len(w.lag))
-	for k, v := range w.lag {
-		out[k] = v
-	}
-	return out
-}
-
-// watchReplicas updates the watch from a fresh view.
-func (c *Cluster) watchReplicas(st *raftfsm.MetaState, view View) {
+// watchReplicas updates the watch from a fresh view taken at now.
+func (c *Cluster) watchReplicas(st *raftfsm.MetaState, view View, now time.Time) {
 	threshold := c.cfg.ReplicaWarnAfter
 	if threshold <= 0 {
 		threshold = DefaultReplicaWarnAfter
 	}
 	problems := map[string][]string{} // node → "slot 3 unreachable", …
-	lag := map[lagKey]int64{}
 	for s := 0; s < st.SlotCount && s < len(st.Slots); s++ {
 		t := view.Truth(s)
 		if t.Leader == "" {
@@ -70,15 +52,6 @@ func (c *Cluster) watchReplicas(st *raftfsm.MetaState, view View) {
 				continue
 			}
 			fs, ok := view.Replica(id, s)
-			if !ok {
-				lag[lagKey{s, id}] = -1
-			} else {
-				behind := int64(ls.CommitIndex) - int64(fs.Applied)
-				if behind < 0 {
-					behind = 0
-				}
-				lag[lagKey{s, id}] = behind
-			}
 			if !st.Slots[s].Has(id) {
 				continue // being removed: whatever it does is no concern
 			}
@@ -90,14 +63,12 @@ func (c *Cluster) watchReplicas(st *raftfsm.MetaState, view View) {
 			}
 		}
 	}
-	now := time.Now()
 	w := &c.watch
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.since == nil {
 		w.since, w.warned = map[string]time.Time{}, map[string]bool{}
 	}
-	w.lag = lag
 	for id, ps := range problems {
 		if _, ok := w.since[id]; !ok {
 			w.since[id] = now

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -107,6 +108,15 @@ var (
 	l0Desc      = prometheus.NewDesc("timemachine_storage_l0_files", "Files in level 0 of the Pebble LSM (a long queue means compactions are behind).", nil, nil)
 	readAmpDesc = prometheus.NewDesc("timemachine_storage_read_amplification", "Pebble read amplification: sorted runs a point read may consult.", nil, nil)
 	logDesc     = prometheus.NewDesc("timemachine_raft_log_bytes", "Bytes on disk of the node's shared slot raft log file.", nil, nil)
+	leadersDesc = prometheus.NewDesc("timemachine_slot_leaders", "Slots this node leads.", nil, nil)
+	lagDesc     = prometheus.NewDesc("timemachine_follower_lag_entries",
+		"For the slots this node leads: how many entries each reachable follower is behind the leader's commit index.", []string{"slot", "follower"}, nil)
+	unreachDesc = prometheus.NewDesc("timemachine_follower_unreachable",
+		"For the slots this node leads: 1 for a follower in the configuration that does not answer.", []string{"slot", "follower"}, nil)
+	movesPendingDesc = prometheus.NewDesc("timemachine_moves_pending", "Slots whose replicas are moving (reported by the meta leader).", nil, nil)
+	movesActiveDesc  = prometheus.NewDesc("timemachine_moves_in_progress", "Moving slots being worked on now (at most --move-concurrency; meta leader).", nil, nil)
+	movesDoneDesc    = prometheus.NewDesc("timemachine_moves_done_total", "Slot moves finished while this node led the meta group.", nil, nil)
+	nodesDesc        = prometheus.NewDesc("timemachine_cluster_nodes", "Nodes of the cluster by status, as /v1/cluster shows them.", []string{"status"}, nil)
 )
 
 func (c *slotCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -118,15 +128,26 @@ func (c *slotCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- logDesc
 	ch <- l0Desc
 	ch <- readAmpDesc
+	ch <- leadersDesc
+	ch <- lagDesc
+	ch <- unreachDesc
+	ch <- movesPendingDesc
+	ch <- movesActiveDesc
+	ch <- movesDoneDesc
+	ch <- nodesDesc
 }
 
 func (c *slotCollector) Collect(ch chan<- prometheus.Metric) {
+	leaders := 0
+	defer func() { ch <- prometheus.MustNewConstMetric(leadersDesc, prometheus.GaugeValue, float64(leaders)) }()
+	c.collectCluster(ch)
 	for _, r := range c.n.slots.All() {
 		st := r.Stats()
 		s := strconv.Itoa(st.Slot)
 		role, lead := "follower", 0.0
 		if r.IsLeader() {
 			role, lead = "leader", 1
+			leaders++
 		}
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(st.Pending), s, role)
 		ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, lead, s)
@@ -138,4 +159,30 @@ func (c *slotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(l0Desc, prometheus.GaugeValue, float64(st.L0Files))
 	ch <- prometheus.MustNewConstMetric(readAmpDesc, prometheus.GaugeValue, float64(st.ReadAmp))
 	ch <- prometheus.MustNewConstMetric(logDesc, prometheus.GaugeValue, float64(c.n.logDB.Size()))
+}
+
+// collectCluster reports follower lag, moves and node counts.
+func (c *slotCollector) collectCluster(ch chan<- prometheus.Metric) {
+	if c.n.cluster == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	m := c.n.cluster.Measure(ctx)
+	for _, f := range m.Followers {
+		s := strconv.Itoa(f.Slot)
+		unreach := 0.0
+		if f.Reachable {
+			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(f.Behind), s, f.Follower)
+		} else {
+			unreach = 1
+		}
+		ch <- prometheus.MustNewConstMetric(unreachDesc, prometheus.GaugeValue, unreach, s, f.Follower)
+	}
+	ch <- prometheus.MustNewConstMetric(movesPendingDesc, prometheus.GaugeValue, float64(m.MovesPending))
+	ch <- prometheus.MustNewConstMetric(movesActiveDesc, prometheus.GaugeValue, float64(m.MovesActive))
+	ch <- prometheus.MustNewConstMetric(movesDoneDesc, prometheus.CounterValue, float64(m.MovesDone))
+	for _, st := range []string{"alive", "draining", "failed", "left", "unreachable"} {
+		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(m.Nodes[st]), st)
+	}
 }

@@ -36,11 +36,12 @@ type opsLoad struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	mu      sync.Mutex
-	acked   map[string]int64 // Idempotency-Key → trigger time (ms)
-	got     map[string][]time.Time
-	batches int
-	errs    int
+	mu       sync.Mutex
+	acked    map[string]int64 // Idempotency-Key → trigger time (ms)
+	got      map[string][]time.Time
+	attempts map[string][]string // Idempotency-Key → "attempt@time" of each delivery
+	batches  int
+	errs     int
 }
 
 func startLoad(t *testing.T, tc *testCluster) *opsLoad {
@@ -50,13 +51,14 @@ func startLoad(t *testing.T, tc *testCluster) *opsLoad {
 		t.Fatal(err)
 	}
 	ld := &opsLoad{t: t, tc: tc, url: "http://" + l.Addr().String() + "/hook", stop: make(chan struct{}),
-		acked: map[string]int64{}, got: map[string][]time.Time{}}
+		acked: map[string]int64{}, got: map[string][]time.Time{}, attempts: map[string][]string{}}
 	ld.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		now := time.Now()
 		time.Sleep(2 * time.Millisecond)
 		ld.mu.Lock()
 		k := req.Header.Get("Idempotency-Key")
 		ld.got[k] = append(ld.got[k], now)
+		ld.attempts[k] = append(ld.attempts[k], req.Header.Get("Webhook-Attempt")+"@"+now.Format("15:04:05.000"))
 		ld.mu.Unlock()
 		w.WriteHeader(200)
 	})}
@@ -136,7 +138,7 @@ func (ld *opsLoad) finish(timeout time.Duration) {
 	var dups, early []string
 	for k, at := range ld.got {
 		if len(at) > 1 {
-			dups = append(dups, fmt.Sprintf("%s ×%d", k, len(at)))
+			dups = append(dups, fmt.Sprintf("%s %v", k, ld.attempts[k]))
 		}
 		if trig, ok := ld.acked[k]; ok && at[0].UnixMilli() < trig {
 			early = append(early, k)
@@ -346,7 +348,71 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 	if len(info.Nodes) != 3 {
 		t.Fatalf("after removing n4 and n5: %+v", info.Nodes)
 	}
+	for _, n := range tc.live() {
+		for _, m := range n.cluster.GossipMembers() {
+			if m == "n4" || m == "n5" {
+				t.Fatalf("%s still sees %s alive in gossip", n.ID(), m)
+			}
+		}
+	}
+	// Metrics: the moves the meta leader made, nodes by status, leaders
+	// and follower lag on every node.
+	ml := tc.node(info.MetaLeader)
+	if v, _ := metricSum(t, ml, "timemachine_moves_done_total", nil); v < 1 {
+		t.Errorf("timemachine_moves_done_total on the meta leader = %v", v)
+	}
+	if v, _ := metricSum(t, ml, "timemachine_cluster_nodes", map[string]string{"status": "alive"}); v != 3 {
+		t.Errorf("timemachine_cluster_nodes{status=alive} = %v, want 3", v)
+	}
+	leaders := 0.0
+	for _, n := range tc.live() {
+		v, _ := metricSum(t, n, "timemachine_slot_leaders", nil)
+		leaders += v
+		if v > 0 {
+			if _, ok := metricSum(t, n, "timemachine_follower_lag_entries", nil); !ok {
+				t.Errorf("%s leads %v slots and reports no follower lag", n.ID(), v)
+			}
+		}
+	}
+	if leaders != 12 {
+		t.Errorf("timemachine_slot_leaders adds up to %v, want 12", leaders)
+	}
 	ld.finish(60 * time.Second)
+}
+
+// metricSum adds up the samples of a metric on a node whose labels
+// include want; found is false when the node has no such sample.
+func metricSum(t *testing.T, n *Node, name string, want map[string]string) (sum float64, found bool) {
+	t.Helper()
+	mfs, err := n.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	sample:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue sample
+				}
+			}
+			found = true
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum, found
 }
 
 func isKind(err error, k model.Kind) bool {
@@ -385,6 +451,12 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 	}
 	if res.Slot != 5 || res.From != s.Leader || res.To != to || res.PreferredLeader != to || res.Leader != to {
 		t.Fatalf("transfer answer %+v (leader was %s)", res, s.Leader)
+	}
+	if v, _ := metricSum(t, tc.node(to), "timemachine_raft_leader_changes_total", map[string]string{"group": "5"}); v < 1 {
+		t.Errorf("timemachine_raft_leader_changes_total{group=5} on %s = %v after a transfer to it", to, v)
+	}
+	if _, ok := metricSum(t, tc.node(to), "timemachine_raft_elections_total", map[string]string{"group": "5"}); !ok {
+		t.Errorf("no timemachine_raft_elections_total{group=5} on %s, which won slot 5's election", to)
 	}
 	testutil.Eventually(t, 3*time.Second, "every node's view shows the new leader", func() error {
 		if l := tc.info("").Slots[5].Leader; l != to {
