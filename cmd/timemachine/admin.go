@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/timemachine-db/timemachine/client"
@@ -12,13 +12,16 @@ import (
 
 func newAdminCmd() *cobra.Command {
 	var cf clientFlags
-	cmd := &cobra.Command{Use: "admin", Short: "Operate the cluster: status, rebalance, compaction, leadership, drain"}
+	cmd := &cobra.Command{Use: "admin", Short: "Operate the cluster: status, rebalance, compaction, leadership, drain, remove"}
 	cf.register(cmd)
 
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Print nodes, slots, leaders and replica health",
-		Args:  cobra.NoArgs,
+		Long: `Print nodes, slots, leaders and replica health as the slots' raft
+configurations are (not the placement they are heading for). Exits 4 when a
+slot is not healthy (moving, degraded or without a leader).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, ctx, done, err := cf.client()
 			if err != nil {
@@ -29,83 +32,275 @@ func newAdminCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "slots: %d\treplication factor: %d\n\n", info.SlotCount, info.ReplicationFactor)
-			fmt.Fprintln(w, "NODE\tHTTP\tSTATUS\tLEADS\tREPLICAS")
-			for _, n := range info.Nodes {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", n.ID, n.HTTPAddr, n.Status, n.SlotsLed, n.Replicas)
+			p := cf.printer(cmd)
+			if p.format == outputJSON {
+				err = p.json(info)
+			} else {
+				err = printStatus(p, info)
 			}
-			fmt.Fprintln(w)
-			fmt.Fprintln(w, "SLOT\tLEADER\tREPLICAS\tSTATE")
-			unhealthy := 0
-			for _, s := range info.Slots {
-				if s.State != "healthy" {
-					unhealthy++
-				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Slot, orDash(s.Leader), strings.Join(s.Replicas, ","), s.State)
-			}
-			if err := w.Flush(); err != nil {
+			if err != nil {
 				return err
 			}
-			if unhealthy > 0 {
-				return &exitError{code: 2, err: fmt.Errorf("%d of %d slots are not healthy", unhealthy, len(info.Slots))}
+			if bad := info.NotHealthy(); len(bad) > 0 {
+				return &exitError{code: exitUnhealthy, err: fmt.Errorf("%d of %d slots are not healthy", len(bad), len(info.Slots))}
 			}
 			return nil
 		},
 	}
-	var dryRun bool
+
+	var (
+		dryRun bool
+		wait   bool
+	)
 	rebalance := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Move whole slots so replicas and leaders are even",
-		Args:  cobra.NoArgs,
+		Long: `Move whole slots so replicas and leaders are even. With --wait, print the
+progress until every planned move is done and the cluster is healthy again
+(exit 0), or exit 3 when --timeout (default 10m with --wait) passes.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return cl.Rebalance(c, dryRun) })
+			cl, ctx, done, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := cl.Rebalance(ctx, dryRun)
+			if err != nil {
+				return err
+			}
+			p := cf.printer(cmd)
+			if p.format == outputJSON {
+				err = p.json(res)
+			} else {
+				err = printMoves(p, res)
+			}
+			if err != nil || !wait || dryRun {
+				return err
+			}
+			return cf.waitFor(cmd, cl, "the rebalance", func(ci *client.ClusterInfo) (bool, string) {
+				for _, m := range res.Moves {
+					if m.Slot < 0 || m.Slot >= len(ci.Slots) {
+						continue
+					}
+					s := ci.Slots[m.Slot]
+					switch m.Kind {
+					case "leader":
+						if m.To != "" && s.Leader != m.To {
+							return false, fmt.Sprintf("slot %d not yet led by %s", m.Slot, m.To)
+						}
+					default:
+						if !contains(s.Replicas, m.To) || (m.From != "" && contains(s.Replicas, m.From)) {
+							return false, fmt.Sprintf("slot %d: %s → %s not done", m.Slot, orDash(m.From), m.To)
+						}
+					}
+				}
+				return true, ""
+			})
 		},
 	}
 	rebalance.Flags().BoolVar(&dryRun, "dry-run", false, "print the moves without making them")
+	rebalance.Flags().BoolVar(&wait, "wait", false, "print progress until the moves are done and the cluster is healthy")
+
 	compact := &cobra.Command{
 		Use:   "compact",
 		Short: "Compact storage and truncate raft logs on every node",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return cl.Compact(c) })
+			cl, ctx, done, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := cl.Compact(ctx)
+			if err != nil {
+				return err
+			}
+			p := cf.printer(cmd)
+			if p.format == outputJSON {
+				return p.json(res)
+			}
+			rows := make([][]string, 0, len(res.Results))
+			failed := 0
+			for _, r := range res.Results {
+				if !r.OK {
+					failed++
+				}
+				rows = append(rows, []string{r.Node, strconv.FormatBool(r.OK), (time.Duration(r.TookMs) * time.Millisecond).String(),
+					strconv.Itoa(r.SlotsSnapshotted), orDash(r.Error)})
+			}
+			if err := p.table([]string{"NODE", "OK", "TOOK", "SLOTS SNAPSHOTTED", "ERROR"}, rows); err != nil {
+				return err
+			}
+			if failed > 0 {
+				return fmt.Errorf("compaction failed on %d of %d nodes", failed, len(res.Results))
+			}
+			return nil
 		},
 	}
+
+	var waitTransfer bool
 	transfer := &cobra.Command{
 		Use:   "transfer SLOT NODE",
-		Short: "Move a slot's leadership to NODE",
-		Args:  cobra.ExactArgs(2),
+		Short: "Move a slot's leadership to NODE (and keep it there)",
+		Long: `Move a slot's leadership to NODE with a planned transfer; NODE stays the
+slot's preferred leader until the next rebalance or until it leaves. With
+--wait, print the progress until NODE leads the slot and the cluster is
+healthy (exit 0), or exit 3 when --timeout (default 10m with --wait) passes.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := strconv.Atoi(args[0])
 			if err != nil || s < 0 {
-				return fmt.Errorf("SLOT %q: want a slot number", args[0])
+				return usageErr(fmt.Errorf("SLOT %q: want a slot number (0, 1, …)", args[0]))
 			}
-			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return cl.TransferSlot(c, s, args[1]) })
+			to := args[1]
+			cl, ctx, done, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := cl.TransferSlot(ctx, s, to)
+			if err != nil {
+				return err
+			}
+			if err := cf.printer(cmd).object(res); err != nil {
+				return err
+			}
+			if !waitTransfer {
+				return nil
+			}
+			return cf.waitFor(cmd, cl, "the transfer", func(ci *client.ClusterInfo) (bool, string) {
+				if s >= len(ci.Slots) {
+					return false, fmt.Sprintf("no slot %d", s)
+				}
+				if l := ci.Slots[s].Leader; l != to {
+					return false, fmt.Sprintf("slot %d led by %s, not yet %s", s, orDash(l), to)
+				}
+				return true, fmt.Sprintf("slot %d led by %s", s, to)
+			})
 		},
 	}
+	transfer.Flags().BoolVar(&waitTransfer, "wait", false, "print progress until NODE leads the slot and the cluster is healthy")
+
+	var waitDrain bool
 	drain := &cobra.Command{
 		Use:   "drain NODE",
 		Short: "Move every replica and leadership off NODE",
-		Args:  cobra.ExactArgs(1),
+		Long: `Move every replica and leadership off NODE (it stays in the cluster, draining,
+until removed). With --wait, print the progress until NODE holds and leads
+nothing and the cluster is healthy (exit 0), or exit 3 when --timeout
+(default 10m with --wait) passes. Then take it out with admin remove.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return cl.Drain(c, args[0]) })
+			id := args[0]
+			cl, ctx, done, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := cl.Drain(ctx, id)
+			if err != nil {
+				return err
+			}
+			if err := cf.printer(cmd).object(res); err != nil {
+				return err
+			}
+			if !waitDrain {
+				return nil
+			}
+			return cf.waitFor(cmd, cl, "the drain of "+id, func(ci *client.ClusterInfo) (bool, string) {
+				n, ok := ci.Node(id)
+				if !ok {
+					return true, id + " is gone"
+				}
+				if n.Replicas > 0 || n.SlotsLed > 0 {
+					return false, fmt.Sprintf("%s holds %d replicas, leads %d", id, n.Replicas, n.SlotsLed)
+				}
+				return true, fmt.Sprintf("%s holds and leads nothing", id)
+			})
 		},
 	}
+	drain.Flags().BoolVar(&waitDrain, "wait", false, "print progress until NODE holds and leads nothing and the cluster is healthy")
+
+	var force bool
 	remove := &cobra.Command{
 		Use:   "remove NODE",
-		Short: "Take a drained or dead NODE out of the cluster",
+		Short: "Take a drained (or, with --force, dead) NODE out of the cluster",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return nil, cl.RemoveNode(c, args[0], false) })
+			cl, ctx, done, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := cl.RemoveNode(ctx, args[0], force); err != nil {
+				if client.IsConflict(err) && !force {
+					return fmt.Errorf("%w (drain it first: admin drain %s --wait; --force is for a dead node)", err, args[0])
+				}
+				return err
+			}
+			return cf.printer(cmd).done(deleted{Deleted: "node", ID: args[0]})
 		},
 	}
+	remove.Flags().BoolVar(&force, "force", false, "remove a dead node whatever it holds (its replicas are re-created elsewhere)")
 	cmd.AddCommand(status, rebalance, compact, transfer, drain, remove)
 	return cmd
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+func printStatus(p printer, info client.ClusterInfo) error {
+	fmt.Fprintf(p.w, "slots: %d  replication factor: %d", info.SlotCount, info.ReplicationFactor)
+	if info.MetaLeader != "" {
+		fmt.Fprintf(p.w, "  meta leader: %s", info.MetaLeader)
 	}
-	return s
+	fmt.Fprintln(p.w)
+	if m := info.Moves; m != nil && m.Pending > 0 {
+		fmt.Fprintf(p.w, "moves: %d/%d slots done, %d moving (%d being worked on)\n", m.Done, m.Total, m.Pending, m.Active)
+	}
+	fmt.Fprintln(p.w)
+	rows := make([][]string, 0, len(info.Nodes))
+	for _, n := range info.Nodes {
+		rows = append(rows, []string{n.ID, n.HTTPAddr, n.Status, strconv.Itoa(n.SlotsLed), strconv.Itoa(n.Replicas)})
+	}
+	if err := p.table([]string{"NODE", "HTTP", "STATUS", "LEADS", "REPLICAS"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(p.w)
+	rows = rows[:0]
+	for _, s := range info.Slots {
+		state := s.State
+		if len(s.Nonvoters) > 0 {
+			state += " +" + strings.Join(s.Nonvoters, ",")
+		}
+		if len(s.Target) > 0 {
+			state += " → " + strings.Join(s.Target, ",")
+		}
+		rows = append(rows, []string{strconv.Itoa(s.Slot), orDash(s.Leader), strings.Join(s.Replicas, ","), state})
+	}
+	return p.table([]string{"SLOT", "LEADER", "REPLICAS", "STATE"}, rows)
+}
+
+func printMoves(p printer, res client.RebalanceResult) error {
+	verb := "moving"
+	if res.DryRun {
+		verb = "would move (dry run)"
+	}
+	if len(res.Moves) == 0 {
+		_, err := fmt.Fprintln(p.w, "no moves: replicas and leaders are even")
+		return err
+	}
+	fmt.Fprintf(p.w, "%s %d:\n", verb, len(res.Moves))
+	rows := make([][]string, 0, len(res.Moves))
+	for _, m := range res.Moves {
+		rows = append(rows, []string{strconv.Itoa(m.Slot), orDash(m.Kind), orDash(m.From), orDash(m.To)})
+	}
+	return p.table([]string{"SLOT", "KIND", "FROM", "TO"}, rows)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }

@@ -14,7 +14,7 @@ import (
 
 type ctxT = context.Context
 
-// adminCall runs one admin API call and prints its JSON answer.
+// adminCall runs one admin API call and prints its answer as -o says.
 func adminCall(cmd *cobra.Command, cf *clientFlags, call func(*client.Client, ctxT) (any, error)) error {
 	cl, ctx, done, err := cf.client()
 	if err != nil {
@@ -29,7 +29,7 @@ func adminCall(cmd *cobra.Command, cf *clientFlags, call func(*client.Client, ct
 		fmt.Fprintln(cmd.OutOrStdout(), "ok")
 		return nil
 	}
-	return printJSON(cmd.OutOrStdout(), v)
+	return cf.printer(cmd).object(v)
 }
 
 func newBenchCmd() *cobra.Command {

@@ -7,20 +7,22 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/timemachine-db/timemachine/client"
 )
 
-// clientFlags are shared by every command that talks to a running cluster.
+// clientFlags are shared by every command that talks to a running cluster;
+// client() is the one place that builds the client from them.
 type clientFlags struct {
+	output  string
 	addr    string
 	timeout time.Duration
 }
 
 func (c *clientFlags) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVarP(&c.output, "output", "o", outputTable, "output format: table (for people) or json (for scripts)")
 	cmd.PersistentFlags().StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP address of any node (several, comma-separated, are tried in turn)")
 	cmd.PersistentFlags().DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
 }
@@ -34,22 +36,16 @@ func (c *clientFlags) client() (*client.Client, context.Context, context.CancelF
 	return cl, ctx, func() { cancel(); cl.Close() }, nil
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func newJobCmd() *cobra.Command {
 	var cf clientFlags
 	var coll string
-	cmd := &cobra.Command{Use: "job", Short: "Create, read, delete and list jobs"}
+	cmd := &cobra.Command{Use: "job", Short: "Create, read, delete, list and redrive jobs"}
 	cf.register(cmd)
 	cmd.PersistentFlags().StringVarP(&coll, "collection", "c", "default", "collection of the job")
 
 	var (
 		id, at, delay, url, route, meta, body, timeout string
-		maxAttempts                                    int
+		rp                                             retryFlags
 	)
 	create := &cobra.Command{
 		Use:   "create",
@@ -59,61 +55,49 @@ func newJobCmd() *cobra.Command {
   timemachine job create --body job.json        # the API's JSON job object; "-" reads stdin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var raw []byte
+			var j client.Job
 			if body != "" {
-				var err error
-				if raw, err = readArg(body); err != nil {
+				raw, err := readArg(body)
+				if err != nil {
 					return err
 				}
-			} else {
-				j := map[string]any{}
-				if id != "" {
-					j["id"] = id
+				if err := json.Unmarshal(raw, &j); err != nil {
+					return usageErr(fmt.Errorf("--body: not a JSON job object: %w", err))
 				}
+			} else {
+				j.ID, j.CallbackURL, j.Route, j.CallbackTimeout = id, url, route, timeout
 				switch {
 				case at != "" && delay != "":
-					return fmt.Errorf("give --at or --delay, not both")
+					return usageErr(fmt.Errorf("give --at or --delay, not both"))
 				case at != "":
-					if ms, err := strconv.ParseInt(at, 10, 64); err == nil {
-						j["trigger_time"] = ms
-					} else {
-						j["trigger_time"] = at
+					ms, err := parseTimeFlag("--at", at)
+					if err != nil {
+						return err
 					}
+					j.TriggerTime = *ms
 				case delay != "":
-					j["delay"] = delay
+					j.Delay = delay
 				default:
-					return fmt.Errorf("give the job's time: --at (unix ms or RFC 3339) or --delay (e.g. 90s)")
-				}
-				if url != "" {
-					j["callback_url"] = url
-				}
-				if route != "" {
-					j["route"] = route
+					return usageErr(fmt.Errorf("give the job's time: --at (unix ms or RFC 3339) or --delay (e.g. 90s)"))
 				}
 				if meta != "" {
 					if !json.Valid([]byte(meta)) {
-						return fmt.Errorf("--meta is not valid JSON: %s", meta)
+						return usageErr(fmt.Errorf("--meta is not valid JSON: %s", meta))
 					}
-					j["meta"] = json.RawMessage(meta)
+					j.Meta = client.Meta(meta)
 				}
-				if timeout != "" {
-					j["callback_timeout"] = timeout
-				}
-				if maxAttempts > 0 {
-					j["retry_policy"] = map[string]any{"max_attempts": maxAttempts}
-				}
-				raw, _ = json.Marshal(j)
+				j.RetryPolicy = rp.policy(cmd)
 			}
 			cl, ctx, done, err := cf.client()
 			if err != nil {
 				return err
 			}
 			defer done()
-			status, out, err := cl.Do(ctx, client.RawRequest{Method: "POST", Path: "/v1/collections/" + coll + "/jobs", Body: raw})
+			out, _, err := cl.CreateJob(ctx, coll, j)
 			if err != nil {
 				return err
 			}
-			return printRaw(cmd.OutOrStdout(), status, out)
+			return cf.printer(cmd).object(out)
 		},
 	}
 	cf2 := create.Flags()
@@ -124,7 +108,7 @@ func newJobCmd() *cobra.Command {
 	cf2.StringVar(&route, "route", "", "route name (instead of --url)")
 	cf2.StringVar(&meta, "meta", "", "JSON echoed in the callback")
 	cf2.StringVar(&timeout, "callback-timeout", "", "callback timeout (Go duration)")
-	cf2.IntVar(&maxAttempts, "max-attempts", 0, "retry policy: attempts before the job fails")
+	rp.register(create)
 	cf2.StringVar(&body, "body", "", "file with the JSON job object (or - for stdin); replaces the other flags")
 
 	get := &cobra.Command{
@@ -141,7 +125,7 @@ func newJobCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), j)
+			return cf.printer(cmd).object(j)
 		},
 	}
 	del := &cobra.Command{
@@ -157,62 +141,122 @@ func newJobCmd() *cobra.Command {
 			if err := cl.DeleteJob(ctx, coll, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s/%s\n", coll, args[0])
-			return nil
+			return cf.printer(cmd).done(deleted{Deleted: "job", Collection: coll, ID: args[0]})
 		},
 	}
 	var (
-		status, from, to, cursor string
-		limit                    int
-		all                      bool
+		status, from, to, cursor, schedule string
+		limit                              int
+		all                                bool
 	)
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List jobs by trigger time (one JSON object per line)",
-		Args:  cobra.NoArgs,
+		Short: "List jobs by trigger time",
+		Long: `List jobs by trigger time, a page at a time (--all: every page).
+With -o json the answer is the API's page, {"jobs":[…],"next_cursor":"…"}.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, ctx, done, err := cf.client()
 			if err != nil {
 				return err
 			}
 			defer done()
-			opts := client.ListOptions{Status: status, Limit: limit, Cursor: cursor}
+			opts := client.ListOptions{Status: status, Limit: limit, Cursor: cursor, Schedule: schedule}
 			if opts.From, err = parseTimeFlag("--from", from); err != nil {
 				return err
 			}
 			if opts.To, err = parseTimeFlag("--to", to); err != nil {
 				return err
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
+			var res client.JobPage
 			for {
 				page, err := cl.ListJobs(ctx, coll, opts)
 				if err != nil {
 					return err
 				}
-				jobs, next := page.Jobs, page.NextCursor
-				for _, j := range jobs {
-					if err := enc.Encode(j); err != nil {
-						return err
-					}
+				res.Jobs = append(res.Jobs, page.Jobs...)
+				res.NextCursor = page.NextCursor
+				if !all || page.NextCursor == "" {
+					break
 				}
-				if !all || next == "" {
-					if next != "" {
-						fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s\n", next)
-					}
-					return nil
-				}
-				opts.Cursor = next
+				opts.Cursor = page.NextCursor
 			}
+			if res.Jobs == nil {
+				res.Jobs = []client.Job{}
+			}
+			p := cf.printer(cmd)
+			if p.format == outputJSON {
+				return p.json(res)
+			}
+			rows := make([][]string, 0, len(res.Jobs))
+			for _, j := range res.Jobs {
+				target := j.CallbackURL
+				if j.Route != "" {
+					target = "route:" + j.Route
+				}
+				rows = append(rows, []string{j.ID, msTime(j.TriggerTime), j.Status, strconv.Itoa(j.Attempts), target, orDash(j.LastError)})
+			}
+			if err := p.table([]string{"ID", "TRIGGER", "STATUS", "ATTEMPTS", "TARGET", "LAST ERROR"}, rows); err != nil {
+				return err
+			}
+			if res.NextCursor != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s (or --all)\n", res.NextCursor)
+			}
+			return nil
 		},
 	}
 	lf := list.Flags()
 	lf.StringVar(&status, "status", "", "scheduled, succeeded or failed (failed lists the dead letters)")
 	lf.StringVar(&from, "from", "", "trigger time lower bound, inclusive (unix ms or RFC 3339)")
 	lf.StringVar(&to, "to", "", "trigger time upper bound, exclusive (unix ms or RFC 3339)")
+	lf.StringVar(&schedule, "schedule", "", "only the occurrences of this schedule")
 	lf.IntVar(&limit, "limit", 100, "jobs per page (1-1000)")
 	lf.StringVar(&cursor, "cursor", "", "continue from a previous page")
 	lf.BoolVar(&all, "all", false, "follow cursors to the end")
-	cmd.AddCommand(create, get, del, list)
+
+	var (
+		ids        []string
+		rfrom, rto string
+	)
+	redrive := &cobra.Command{
+		Use:   "redrive",
+		Short: "Send dead letters (failed jobs) again, now, with attempts reset",
+		Example: `  timemachine job redrive -c billing --ids inv-1,inv-2
+  timemachine job redrive -c billing --from 2026-11-01T00:00:00Z --to 2026-11-02T00:00:00Z`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var req client.RedriveRequest
+			req.IDs = ids
+			var err error
+			if req.From, err = parseTimeFlag("--from", rfrom); err != nil {
+				return err
+			}
+			if req.To, err = parseTimeFlag("--to", rto); err != nil {
+				return err
+			}
+			switch {
+			case len(ids) == 0 && req.From == nil && req.To == nil:
+				return usageErr(fmt.Errorf("give --ids, or a trigger-time range with --from/--to"))
+			case len(ids) > 0 && (req.From != nil || req.To != nil):
+				return usageErr(fmt.Errorf("give --ids or --from/--to, not both"))
+			}
+			cl, ctx, done, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := cl.Redrive(ctx, coll, req)
+			if err != nil {
+				return err
+			}
+			return cf.printer(cmd).object(res)
+		},
+	}
+	rf := redrive.Flags()
+	rf.StringSliceVar(&ids, "ids", nil, "ids of the dead letters (comma-separated)")
+	rf.StringVar(&rfrom, "from", "", "trigger time lower bound, inclusive (unix ms or RFC 3339)")
+	rf.StringVar(&rto, "to", "", "trigger time upper bound, exclusive (unix ms or RFC 3339)")
+	cmd.AddCommand(create, get, del, list, redrive)
 	return cmd
 }
 
@@ -225,7 +269,7 @@ func parseTimeFlag(name, v string) (*int64, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return nil, fmt.Errorf("%s %q: use unix milliseconds or RFC 3339", name, v)
+		return nil, usageErr(fmt.Errorf("%s %q: use unix milliseconds or RFC 3339", name, v))
 	}
 	ms := t.UnixMilli()
 	return &ms, nil
@@ -240,23 +284,4 @@ func readArg(name string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return b, nil
-}
-
-// printRaw prints an API answer; an error body becomes the command's error.
-func printRaw(w io.Writer, status int, body []byte) error {
-	if status >= 400 {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-			return fmt.Errorf("%d %s: %s", status, e.Error.Code, e.Error.Message)
-		}
-		return fmt.Errorf("HTTP %d: %s", status, strings.TrimSpace(string(body)))
-	}
-	var v any
-	if json.Unmarshal(body, &v) != nil {
-		_, err := w.Write(body)
-		return err
-	}
-	return printJSON(w, v)
 }

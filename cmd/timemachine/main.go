@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/timemachine-db/timemachine/client"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…":
@@ -20,6 +25,16 @@ import (
 // buildVersion.
 var version = "dev"
 
+// Exit codes of the client commands (docs/operations.md#the-command-line);
+// the server has its own for storage failures (server.go).
+const (
+	exitOK        = 0
+	exitFailed    = 1 // the request failed: the server's error, or no server answered
+	exitUsage     = 2 // bad command line: unknown command or flag, missing or invalid argument
+	exitTimeout   = 3 // --wait (or a request) ran out of --timeout before the cluster got there
+	exitUnhealthy = 4 // admin status: a slot is not healthy
+)
+
 // exitError carries a process exit code through cobra.
 type exitError struct {
 	code int
@@ -27,17 +42,44 @@ type exitError struct {
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks a bad command line (exit code 2).
+func usageErr(err error) error { return &exitError{code: exitUsage, err: err} }
 
 func main() {
 	root := newRoot()
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		var ee *exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		os.Exit(1)
+	err := root.Execute()
+	if err == nil {
+		os.Exit(exitOK)
 	}
+	code, msg := describeExit(err)
+	fmt.Fprintln(os.Stderr, "error:", msg)
+	os.Exit(code)
+}
+
+// describeExit picks the exit code of an error and the one line that
+// describes it.
+func describeExit(err error) (int, string) {
+	msg := err.Error()
+	var pe *client.ProtocolError
+	if errors.As(err, &pe) {
+		ct := pe.ContentType
+		if ct == "" {
+			ct = "no content type"
+		}
+		msg = fmt.Sprintf("%s does not answer like a timemachine node (HTTP %d, %s): check --addr", pe.Base, pe.HTTPStatus, ct)
+	}
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code, msg
+	case errors.Is(err, context.DeadlineExceeded):
+		return exitTimeout, msg
+	case strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "unknown shorthand flag"):
+		return exitUsage, msg
+	}
+	return exitFailed, msg
 }
 
 func newRoot() *cobra.Command {
@@ -48,13 +90,99 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyEnv(cmd.Flags())
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return usageErr(err)
+			}
+			return checkFlags(cmd.Flags())
 		},
 	}
 	root.SetVersionTemplate("timemachine {{.Version}}\n") // --version prints what `version` prints
 	root.AddCommand(newServerCmd(), newJobCmd(), newAdminCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newCollectionCmd(), newRouteCmd(), newScheduleCmd())
 	root.AddCommand(newHealthCmd()) // the container HEALTHCHECK probe (health.go)
+	strictCommands(root)
 	return root
+}
+
+// strictCommands makes every mistake on the command line a usage error
+// (exit 2) that says what went wrong: a bad flag or argument count, and an
+// unknown subcommand, with the nearest known ones ("job lst" → "list").
+// Cobra itself only does the latter for the root and prints help with exit
+// 0 for a group command given a word it does not know.
+func strictCommands(c *cobra.Command) {
+	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageErr(fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath()))
+	})
+	c.SuggestionsMinimumDistance = 2
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usageErr(fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath()))
+		}
+	} else if c.Args != nil {
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageErr(fmt.Errorf("%s: %w (usage: %s)", cmd.CommandPath(), err, cmd.UseLine()))
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		strictCommands(sub)
+	}
+}
+
+// positiveFlags must be above zero when given: zero or a negative count,
+// page size or duration is a mistake (their defaults, which may be 0 for
+// "choose for me", are not checked).
+var positiveFlags = map[string]bool{
+	"limit": true, "slots": true, "replicas": true, "timeout": true, "concurrency": true,
+	"jobs": true, "batch": true, "bootstrap-expect": true, "move-concurrency": true,
+	"fire-concurrency": true, "failure-grace": true, "replica-warn-after": true, "cache-mb": true,
+	"max-in-flight": true, "max-attempts": true, "burst": false,
+}
+
+// checkFlags refuses bad values the flag types let through: -o other than
+// table or json, and zero or negative values of positiveFlags.
+func checkFlags(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Changed {
+			return
+		}
+		v := f.Value.String()
+		switch {
+		case f.Name == "output":
+			if v != outputTable && v != outputJSON {
+				errs = append(errs, fmt.Errorf("-o/--output %q: want table or json", v))
+			}
+		case positiveFlags[f.Name]:
+			bad := false
+			switch f.Value.Type() {
+			case "duration":
+				d, err := time.ParseDuration(v)
+				bad = err == nil && d <= 0
+			case "int", "int64", "float64":
+				n, err := strconv.ParseFloat(v, 64)
+				bad = err == nil && n <= 0
+			}
+			if bad {
+				errs = append(errs, fmt.Errorf("--%s %s: must be greater than zero", f.Name, v))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return usageErr(errors.Join(errs...))
+	}
+	return nil
 }
 
 // applyEnv gives every flag not set on the command line the value of

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/timemachine-db/timemachine/client"
+)
+
+// defaultWaitTimeout is how long --wait waits when --timeout is not given
+// (the 30 s of a single request is too short for moving slots).
+const defaultWaitTimeout = 10 * time.Minute
+
+// waitPoll is how often --wait reads the cluster.
+var waitPoll = time.Second
+
+// waitFor polls /v1/cluster until goal holds and the cluster is healthy
+// again (no slot moving, degraded or without a leader; no move pending),
+// printing a progress line whenever the progress changes (to stdout for
+// tables, to stderr with -o json so stdout stays JSON). It gives up with
+// exit code 3 when --timeout (defaultWaitTimeout unless given) passes.
+// goal reports whether the command's own aim is reached, and what is
+// missing or done, for the progress line.
+func (c *clientFlags) waitFor(cmd *cobra.Command, cl *client.Client, what string, goal func(*client.ClusterInfo) (bool, string)) error {
+	timeout := defaultWaitTimeout
+	if f := cmd.Flags().Lookup("timeout"); f != nil && f.Changed {
+		timeout = c.timeout
+	}
+	out := cmd.OutOrStdout()
+	if c.output == outputJSON {
+		out = cmd.ErrOrStderr()
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	var last, reason string
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, min(c.timeout, 10*time.Second))
+		ci, err := cl.Cluster(pctx)
+		pcancel()
+		var line string
+		if err != nil {
+			line = fmt.Sprintf("cannot read the cluster: %v", err)
+			reason = line
+		} else {
+			reached, detail := goal(&ci)
+			line = progressLine(&ci, detail)
+			reason = line
+			if reached && healthy(&ci) {
+				fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), line)
+				fmt.Fprintf(out, "done: %s finished and the cluster is healthy after %.1fs\n", what, time.Since(start).Seconds())
+				return nil
+			}
+		}
+		if line != last {
+			fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), line)
+			last = line
+		}
+		select {
+		case <-ctx.Done():
+			if cmd.Context().Err() != nil {
+				return cmd.Context().Err()
+			}
+			return &exitError{code: exitTimeout, err: fmt.Errorf("timed out after %s waiting for %s: %s", timeout, what, reason)}
+		case <-time.After(waitPoll):
+		}
+	}
+}
+
+// healthy: every slot healthy and no move pending.
+func healthy(ci *client.ClusterInfo) bool {
+	if len(ci.NotHealthy()) > 0 {
+		return false
+	}
+	return ci.Moves == nil || ci.Moves.Pending == 0
+}
+
+// progressLine says how far the moves are: "moved 7/9 slots, 2 moving
+// (1 being worked on), 0 degraded, 0 without a leader; <detail>".
+func progressLine(ci *client.ClusterInfo, detail string) string {
+	counts := map[string]int{}
+	for _, s := range ci.Slots {
+		counts[s.State]++
+	}
+	var b strings.Builder
+	if m := ci.Moves; m != nil && m.Total > 0 {
+		fmt.Fprintf(&b, "moved %d/%d slots", m.Done, m.Total)
+		if m.Pending > 0 {
+			fmt.Fprintf(&b, ", %d moving (%d being worked on)", m.Pending, m.Active)
+		}
+	} else {
+		fmt.Fprintf(&b, "%d slots moving", counts[client.SlotMoving])
+	}
+	fmt.Fprintf(&b, ", %d degraded, %d without a leader", counts[client.SlotDegraded], counts[client.SlotNoLeader])
+	if detail != "" {
+		b.WriteString("; " + detail)
+	}
+	return b.String()
+}
