@@ -54,7 +54,7 @@ func TestCLI(t *testing.T) {
 	}
 
 	before := nowMs()
-	out = mustCLI(t, "job", "create", addr, "-c", coll, "--id", "cli-1", "--delay", "1s", "--url", rcv.URL+"/cli", "--meta", `{"k":"v"}`)
+	out = mustCLI(t, "job", "create", addr, "-o", "json", "-c", coll, "--id", "cli-1", "--delay", "1s", "--url", rcv.URL+"/cli", "--meta", `{"k":"v"}`)
 	var created Job
 	if err := json.Unmarshal([]byte(out), &created); err != nil {
 		t.Fatalf("job create printed %q: %v", out, err)
@@ -64,28 +64,33 @@ func TestCLI(t *testing.T) {
 		t.Errorf("job create printed %+v", created)
 	}
 
-	out = mustCLI(t, "job", "create", addr, "-c", coll, "--delay", "1h", "--url", rcv.URL+"/cli")
+	out = mustCLI(t, "job", "create", addr, "-o", "json", "-c", coll, "--delay", "1h", "--url", rcv.URL+"/cli")
 	var anon Job
 	if err := json.Unmarshal([]byte(out), &anon); err != nil || anon.ID == "" {
 		t.Fatalf("job create without --id printed %q (%v)", out, err)
 	}
 
-	out = mustCLI(t, "job", "get", addr, "-c", coll, "cli-1")
+	out = mustCLI(t, "job", "get", addr, "-o", "json", "-c", coll, "cli-1")
 	var got Job
 	if err := json.Unmarshal([]byte(out), &got); err != nil || got.ID != "cli-1" || got.TriggerTime != created.TriggerTime {
 		t.Errorf("job get printed %q (%v)", out, err)
 	}
 
-	out = mustCLI(t, "job", "list", addr, "-c", coll)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 {
-		t.Errorf("job list printed %d lines, want 2: %q", len(lines), out)
+	out = mustCLI(t, "job", "list", addr, "-o", "json", "-c", coll)
+	var page struct {
+		Jobs []Job `json:"jobs"`
 	}
-	for _, l := range lines {
-		var j Job
-		if err := json.Unmarshal([]byte(l), &j); err != nil || (j.ID != "cli-1" && j.ID != anon.ID) {
-			t.Errorf("job list line %q (%v)", l, err)
+	if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Jobs) != 2 {
+		t.Errorf("job list -o json printed %q (%v), want a page of 2 jobs", out, err)
+	}
+	for _, j := range page.Jobs {
+		if j.ID != "cli-1" && j.ID != anon.ID {
+			t.Errorf("job list: job %q", j.ID)
 		}
+	}
+	out = mustCLI(t, "job", "list", addr, "-c", coll) // a table
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[0], "ID ") {
+		t.Errorf("job list printed %q, want a header and 2 rows", out)
 	}
 
 	out = mustCLI(t, "job", "delete", addr, "-c", coll, anon.ID)
@@ -120,7 +125,7 @@ func TestCLI(t *testing.T) {
 		t.Errorf("meta %s", d.Payload.Meta)
 	}
 	s.waitStatus(t, coll, "cli-1", "succeeded", 5*time.Second)
-	out = mustCLI(t, "job", "list", addr, "-c", coll, "--status", "succeeded")
+	out = mustCLI(t, "job", "list", addr, "-o", "json", "-c", coll, "--status", "succeeded")
 	if !strings.Contains(out, `"cli-1"`) {
 		t.Errorf("job list --status succeeded: %q", out)
 	}

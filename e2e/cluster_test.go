@@ -395,7 +395,7 @@ func TestClusterReadyzAndCluster(t *testing.T) {
 	}
 
 	// kill -9 of one node: the survivors stay (or soon are again) ready,
-	// and admin status reports the unhealthy slots with exit 2.
+	// and admin status reports the unhealthy slots with exit 4.
 	if err := c.Nodes[2].Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -409,17 +409,17 @@ func TestClusterReadyzAndCluster(t *testing.T) {
 	var out, errs string
 	for end := time.Now().Add(2 * failoverBound); ; {
 		code, out, errs = cli(t, "admin", "status", "--addr", c.Nodes[0].HTTPAddr)
-		if code == 2 || time.Now().After(end) {
+		if code == 4 || time.Now().After(end) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if code != 2 {
-		t.Errorf("admin status with n3 killed: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	if code != 4 {
+		t.Errorf("admin status with n3 killed: exit %d, want 4\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	} else if !strings.Contains(errs, "not healthy") {
-		t.Errorf("admin status exit 2 without saying why; stderr: %q", errs)
+		t.Errorf("admin status exit 4 without saying why; stderr: %q", errs)
 	} else {
-		t.Logf("admin status with n3 killed (exit 2):\n%s%s", out, errs)
+		t.Logf("admin status with n3 killed (exit 4):\n%s%s", out, errs)
 	}
 }
 

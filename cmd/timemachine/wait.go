@@ -43,10 +43,13 @@ func (c *clientFlags) waitFor(cmd *cobra.Command, cl *client.Client, what string
 		ci, err := cl.Cluster(pctx)
 		pcancel()
 		var line string
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			line = last // the wait is over, not the cluster's fault
+		case err != nil:
 			line = fmt.Sprintf("cannot read the cluster: %v", err)
 			reason = line
-		} else {
+		default:
 			reached, detail := goal(&ci)
 			line = progressLine(&ci, detail)
 			reason = line
