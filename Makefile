@@ -10,7 +10,7 @@ STATICCHECK_VERSION ?= v0.6.1
 
 export TIMEMACHINE_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build run test test-unit test-e2e lint lint-deploy fmt bench bench-go soak nemesis nemesis-short cluster clean release
+.PHONY: all build run test test-unit test-e2e lint lint-deploy fmt bench bench-go soak nemesis nemesis-short cluster clean release scale
 
 all: build
 
@@ -82,6 +82,11 @@ nemesis: build
 		MAX_HOLD=$(MAX_HOLD) NETWORK=$(NETWORK) ./scripts/nemesis.sh
 
 # A local 3-node cluster on loopback (scripts/cluster.sh start|stop|status).
+# Scale out 3 → 5 nodes and back to 3 under a steady create+fire load
+# (~2-3 min; fails on any lost, duplicate or early callback; docs/operations.md).
+scale: build
+	./scripts/scale.sh
+
 cluster: build
 	./scripts/cluster.sh start
 

@@ -180,6 +180,21 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 	for _, m := range dht.Diff(assignments(st), desired) {
 		moves = append(moves, model.Move{Slot: m.Slot, From: m.From, To: m.To, Kind: "replica"})
 	}
+	// Leadership: the first replica of each slot's new placement is the
+	// leader the balancer moves it to (once the slot's replicas are in
+	// place), so the answer says where leaderships go too, and --wait
+	// can wait for them.
+	view := c.CachedView(ctx, 2*time.Second)
+	leaderMoved := map[int]bool{}
+	for _, a := range desired {
+		if len(a.Replicas) == 0 || a.Slot >= st.SlotCount {
+			continue
+		}
+		if cur := view.Truth(a.Slot).Leader; cur != "" && cur != a.Replicas[0] {
+			moves = append(moves, model.Move{Slot: a.Slot, From: cur, To: a.Replicas[0], Kind: "leader"})
+			leaderMoved[a.Slot] = true
+		}
+	}
 	if dryRun {
 		return moves, nil
 	}
@@ -200,7 +215,9 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 	for s, e := range st.Slots {
 		if e.PreferredLeader != "" {
 			clear = append(clear, raftfsm.PreferredUpdate{Slot: s})
-			moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, Kind: "leader"})
+			if !leaderMoved[s] {
+				moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, Kind: "leader"})
+			}
 		}
 	}
 	if len(clear) > 0 {

@@ -276,9 +276,31 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 	if err != nil || len(moves) == 0 {
 		t.Fatalf("rebalance: %v %v", moves, err)
 	}
-	t.Logf("rebalance: %d replica moves", len(moves))
+	leaderMoves := map[int]string{}
+	for _, m := range moves {
+		if m.Kind == "leader" {
+			leaderMoves[m.Slot] = m.To
+		}
+	}
+	t.Logf("rebalance: %d moves, %d of them leaderships", len(moves), len(leaderMoves))
 	start := time.Now()
 	testutil.Eventually(t, 120*time.Second, "the rebalance done: 5 nodes, every slot healthy", tc.settledCluster("", 3))
+	// Leaders too: each slot ends up led where the answer said, which
+	// spreads the 12 leaderships over the 5 nodes (2 or 3 each).
+	testutil.Eventually(t, 60*time.Second, "leaders moved as the rebalance said", func() error {
+		info := tc.info("")
+		for s, to := range leaderMoves {
+			if l := info.Slots[s].Leader; l != to {
+				return fmt.Errorf("slot %d led by %s, the rebalance said %s", s, l, to)
+			}
+		}
+		for _, nd := range info.Nodes {
+			if nd.SlotsLed < 2 || nd.SlotsLed > 3 {
+				return fmt.Errorf("%s leads %d slots, want 2 or 3", nd.ID, nd.SlotsLed)
+			}
+		}
+		return nil
+	})
 	info := tc.info("")
 	for _, nd := range info.Nodes {
 		if nd.Replicas < 7 || nd.Replicas > 8 {
