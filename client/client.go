@@ -68,8 +68,7 @@ type Option func(*options)
 // is sooner wins. Default 10s.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
-// WithToken sends Authorization: Bearer <token> with every request (API.md
-// §6). Without it, and without WithEnv finding TIMEMACHINE_TOKEN, requests
+// WithToken sends Authorization: Bearer <token> with every request (docs/api.md#security). Without it, and without WithEnv finding TIMEMACHINE_TOKEN, requests
 // carry no token, which a server started with --auth-file refuses with
 // unauthenticated.
 func WithToken(token string) Option { return func(o *options) { o.token = &token } }

@@ -1,6 +1,8 @@
-// Package client is the Go client for the timemachine HTTP API (API.md):
-// jobs, schedules, collections and routes (§3), the cluster and admin API
-// (§5), health checks, and tokens and TLS (§6). Receivers of callbacks use
+// Package client is the Go client for the timemachine HTTP API
+// (docs/api.md): jobs (docs/api.md#jobs), schedules, collections and routes
+// (docs/api.md#collections, docs/api.md#routes), the cluster and admin API
+// (docs/api.md#cluster-and-admin), health checks, and tokens and TLS
+// (docs/api.md#security). Receivers of callbacks use
 // package webhook (client/webhook), which depends on the standard library
 // only.
 //

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Error codes of the contract (API.md §3, Errors), with the HTTP status each
+// Error codes of the contract (docs/api.md#errors), with the HTTP status each
 // comes with.
 const (
 	CodeInvalidArgument    = "invalid_argument"    // 400

@@ -10,7 +10,7 @@ import (
 const jobAnswer = `{"id":"j1","trigger_time":1767225600000,"callback_url":"http://h/x","meta":{"a":1},
 	"collection":"c","status":"scheduled","attempts":0,"version":3,"created_at":5,"updated_at":6}`
 
-// TestRequestShapes checks, per endpoint of API.md, the request the client
+// TestRequestShapes checks, per endpoint of docs/api.md, the request the client
 // sends (method, escaped path and query, body with only writable fields,
 // headers) and the typed result it makes of the answer.
 func TestRequestShapes(t *testing.T) {

@@ -30,7 +30,7 @@ const (
 	StatusFiring    = "firing"
 )
 
-// MaxBatch is the largest number of jobs one batch create may carry (API.md §3).
+// MaxBatch is the largest number of jobs one batch create may carry (docs/api.md#create-post-v1collectionscjobs).
 const MaxBatch = 1000
 
 // RetryPolicy is a job's, schedule's or collection's callback retry policy.
@@ -47,7 +47,7 @@ type RetryPolicy struct {
 	MaxAge          string   `json:"max_age,omitempty"`
 }
 
-// Job is a one-shot timer (API.md §3). The first group of fields is what a
+// Job is a one-shot timer (docs/api.md#jobs). The first group of fields is what a
 // caller sets; the second is filled in by the server and never sent, so a
 // job read with GetJob can be edited and PUT back as it is.
 type Job struct {
@@ -195,7 +195,7 @@ type RedriveResult struct {
 	Redriven int `json:"redriven"`
 }
 
-// Schedule is a recurring job (API.md §3, Schedules): exactly one of Cron
+// Schedule is a recurring job (docs/api.md#schedules): exactly one of Cron
 // and Every, and exactly one of CallbackURL and Route. Each occurrence is
 // delivered like a job with the id OccurrenceID(schedule id, occurrence
 // time) and "schedule" in the callback body.
@@ -279,7 +279,7 @@ func ParseOccurrenceID(id string) (scheduleID string, at int64, ok bool) {
 	return id[:i], ms, true
 }
 
-// Collection is a namespace of jobs and its defaults (API.md §3). The
+// Collection is a namespace of jobs and its defaults (docs/api.md#collections). The
 // signing secret is write-only: the server never echoes it, and reports
 // SigningSecretSet instead.
 type Collection struct {
@@ -322,7 +322,7 @@ type RouteBatch struct {
 	MaxWait string `json:"max_wait,omitempty"`
 }
 
-// Route is a named webhook target (API.md §3). Jobs naming a route are
+// Route is a named webhook target (docs/api.md#routes). Jobs naming a route are
 // delivered to the route's URL as it is at fire time. The signing secret is
 // write-only, and header values that look like credentials come back
 // redacted.
@@ -372,7 +372,7 @@ const (
 	NodeUnreachable = "unreachable"
 )
 
-// ClusterInfo is GET /v1/cluster (API.md §5).
+// ClusterInfo is GET /v1/cluster (docs/api.md#cluster-and-admin).
 type ClusterInfo struct {
 	SlotCount         int        `json:"slot_count"`
 	ReplicationFactor int        `json:"replication_factor"`

@@ -15,8 +15,8 @@ import (
 )
 
 // fakeTM is a small stand-in for a timemachine node: it accepts collection
-// PUTs and single and batch job POSTs as API.md §3 describes, and fires each
-// job at its trigger_time by POSTing the §4 payload to its callback_url.
+// PUTs and single and batch job POSTs as docs/api.md#jobs describes, and fires each
+// job at its trigger_time by POSTing the payload of docs/api.md#the-callback to its callback_url.
 // Hooks make it misbehave on purpose so the tests can prove the report
 // counts what really happened.
 type fakeTM struct {

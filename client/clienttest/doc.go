@@ -1,5 +1,5 @@
 // Package clienttest is an in-memory fake of the timemachine HTTP API
-// (API.md §3, §5, §6) for tests of code that uses package client, and for
+// (docs/api.md: jobs, collections, routes, cluster and admin, security) for tests of code that uses package client, and for
 // the client's own examples.
 //
 //	srv := clienttest.NewServer()

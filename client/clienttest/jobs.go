@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// job is a stored job, rendered as API.md §3 shows it.
+// job is a stored job, rendered as docs/api.md#jobs shows it.
 type job struct {
 	ID              string          `json:"id"`
 	Collection      string          `json:"collection"`

@@ -79,7 +79,7 @@ func (s *Server) SetNow(now func() time.Time) {
 	s.now = now
 }
 
-// SetToken turns authentication on (API.md §6) and adds a token with a role
+// SetToken turns authentication on (docs/api.md#security) and adds a token with a role
 // ("reader", "writer" or "admin") limited to collections (none: all).
 func (s *Server) SetToken(tok, role string, collections ...string) {
 	s.mu.Lock()
@@ -355,7 +355,7 @@ func match(method, path string) (*endpoint, []string, *apiError) {
 	if known {
 		return nil, nil, errf(405, "invalid_argument", "method %s is not allowed on %s", method, path)
 	}
-	return nil, nil, notFound("no endpoint %s %s (see API.md)", method, path)
+	return nil, nil, notFound("no endpoint %s %s (see docs/api.md)", method, path)
 }
 
 func (s *Server) authorize(r *http.Request, ep *endpoint, params []string) *apiError {
@@ -411,7 +411,7 @@ func (s *Server) openapi(r *request) *apiError {
 		if paths[ep.pattern] == nil {
 			paths[ep.pattern] = map[string]any{}
 		}
-		paths[ep.pattern][strings.ToLower(ep.method)] = map[string]any{"responses": map[string]any{"default": map[string]string{"description": "see API.md"}}}
+		paths[ep.pattern][strings.ToLower(ep.method)] = map[string]any{"responses": map[string]any{"default": map[string]string{"description": "see docs/api.md"}}}
 	}
 	writeJSON(r.w, 200, map[string]any{"openapi": "3.1.0", "info": map[string]string{"title": "timemachine (clienttest fake)", "version": "0"}, "paths": paths})
 	return nil

@@ -25,7 +25,7 @@ func setup(t *testing.T, opts ...client.Option) (*clienttest.Server, *client.Cli
 	return srv, c
 }
 
-// TestJobLifecycle drives the job endpoints of API.md §3 through the
+// TestJobLifecycle drives the job endpoints of docs/api.md#jobs through the
 // client against the fake.
 func TestJobLifecycle(t *testing.T) {
 	srv, c := setup(t)

@@ -24,7 +24,7 @@ var (
 	ErrMalformed = errors.New("webhook: malformed callback body")
 )
 
-// Callback is one job's callback (API.md §4): the JSON body
+// Callback is one job's callback (docs/api.md#the-callback): the JSON body
 //
 //	{"id":…,"collection":…,"trigger_time":…,"attempt":1,"meta":{…}}
 //

@@ -2,7 +2,7 @@
 // verifies their signatures, parses them and answers them. It depends on
 // the standard library only, so a receiver does not pull in the client.
 //
-// # What timemachine sends (API.md §4)
+// # What timemachine sends (docs/api.md#the-callback)
 //
 // At a job's trigger time the slot-leader POSTs
 //

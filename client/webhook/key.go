@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Header names of a callback (API.md §4). The webhook-* names are the
+// Header names of a callback (docs/api.md#the-callback). The webhook-* names are the
 // Standard Webhooks ones.
 const (
 	HeaderWebhookID        = "webhook-id"

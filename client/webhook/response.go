@@ -17,7 +17,7 @@ const (
 // Response is a receiver's answer for one job. Build it with OK, Retry,
 // Fail, RescheduleIn or RescheduleAt; the zero Response is OK.
 //
-// For a single callback it becomes the HTTP answer (API.md §4):
+// For a single callback it becomes the HTTP answer (docs/api.md#the-callback):
 //
 //	OK              204, no body                          → succeeded
 //	RescheduleIn(d) 200 {"reschedule_in":"<d>"}           → scheduled again, attempts reset
@@ -151,7 +151,7 @@ func ResultFor(cb *Callback, r Response) Result {
 }
 
 // WriteBatch answers a batched delivery with one Response per callback, in
-// order (API.md §3, route batch):
+// order (docs/api.md#routes, batch):
 //   - every job OK without reschedule: 200 with no body ("all succeeded");
 //   - every job Retry: 503, with the longest Retry-After asked for, so that
 //     the wait is honoured (a per-job answer cannot carry one);
