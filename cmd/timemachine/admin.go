@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -107,35 +108,24 @@ progress until every planned move is done and the cluster is healthy again
 		Short: "Compact storage and truncate raft logs on every node",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, ctx, done, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer done()
-			res, err := cl.Compact(ctx)
-			if err != nil {
-				return err
-			}
-			p := cf.printer(cmd)
-			if p.format == outputJSON {
-				return p.json(res)
-			}
-			rows := make([][]string, 0, len(res.Results))
-			failed := 0
-			for _, r := range res.Results {
-				if !r.OK {
-					failed++
+			var failed, total int
+			err := adminCall(cmd, &cf, func(cl *client.Client, ctx context.Context) (any, error) {
+				res, err := cl.Compact(ctx)
+				if err != nil {
+					return nil, err
 				}
-				rows = append(rows, []string{r.Node, strconv.FormatBool(r.OK), (time.Duration(r.TookMs) * time.Millisecond).String(),
-					strconv.Itoa(r.SlotsSnapshotted), orDash(r.Error)})
+				for _, r := range res.Results {
+					if !r.OK {
+						failed++
+					}
+				}
+				total = len(res.Results)
+				return compactResult(res), nil
+			})
+			if err == nil && failed > 0 {
+				err = fmt.Errorf("compaction failed on %d of %d nodes", failed, total)
 			}
-			if err := p.table([]string{"NODE", "OK", "TOOK", "SLOTS SNAPSHOTTED", "ERROR"}, rows); err != nil {
-				return err
-			}
-			if failed > 0 {
-				return fmt.Errorf("compaction failed on %d of %d nodes", failed, len(res.Results))
-			}
-			return nil
+			return err
 		},
 	}
 
@@ -245,6 +235,18 @@ nothing and the cluster is healthy (exit 0), or exit 3 when --timeout
 	remove.Flags().BoolVar(&force, "force", false, "remove a dead node whatever it holds (its replicas are re-created elsewhere)")
 	cmd.AddCommand(status, rebalance, compact, transfer, drain, remove)
 	return cmd
+}
+
+// compactResult prints as a table of nodes (JSON: as client.CompactResult).
+type compactResult client.CompactResult
+
+func (r compactResult) rows() ([]string, [][]string) {
+	rows := make([][]string, 0, len(r.Results))
+	for _, n := range r.Results {
+		rows = append(rows, []string{n.Node, strconv.FormatBool(n.OK), (time.Duration(n.TookMs) * time.Millisecond).String(),
+			strconv.Itoa(n.SlotsSnapshotted), orDash(n.Error)})
+	}
+	return []string{"NODE", "OK", "TOOK", "SLOTS SNAPSHOTTED", "ERROR"}, rows
 }
 
 func printStatus(p printer, info client.ClusterInfo) error {

@@ -12,10 +12,8 @@ import (
 	"github.com/timemachine-db/timemachine/client/bench"
 )
 
-type ctxT = context.Context
-
 // adminCall runs one admin API call and prints its answer as -o says.
-func adminCall(cmd *cobra.Command, cf *clientFlags, call func(*client.Client, ctxT) (any, error)) error {
+func adminCall(cmd *cobra.Command, cf *clientFlags, call func(*client.Client, context.Context) (any, error)) error {
 	cl, ctx, done, err := cf.client()
 	if err != nil {
 		return err

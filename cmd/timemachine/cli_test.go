@@ -194,6 +194,12 @@ func TestCLIConfigAndJobs(t *testing.T) {
 		t.Errorf("route delete -o json printed %q", out)
 	}
 	mustRun("collection", "delete", "billing")
+	if out := mustRun("admin", "compact"); !regexp.MustCompile(`(?m)^NODE\s+OK\s+TOOK.*\n^n1\s+true\s+1ms\s+12\s+-$`).MatchString(out) {
+		t.Errorf("admin compact:\n%s", out)
+	}
+	if out := mustRun("admin", "compact", "-o", "json"); !strings.HasPrefix(out, "{\n  \"results\": [") {
+		t.Errorf("admin compact -o json:\n%s", out)
+	}
 }
 
 func topKeys(t *testing.T, js string) []string {

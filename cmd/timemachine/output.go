@@ -47,11 +47,19 @@ func (p printer) table(header []string, rows [][]string) error {
 	return tw.Flush()
 }
 
-// object prints one result: JSON as it is, or as a FIELD/VALUE table of
-// its set fields (fieldsOf).
+// tabler is a result that prints as a table.
+type tabler interface {
+	rows() (header []string, rows [][]string)
+}
+
+// object prints one result: JSON as it is, or a table: its own (tabler),
+// else a FIELD/VALUE table of its set fields (fieldsOf).
 func (p printer) object(v any) error {
 	if p.format == outputJSON {
 		return p.json(v)
+	}
+	if t, ok := v.(tabler); ok {
+		return p.table(t.rows())
 	}
 	return p.fields(fieldsOf(v))
 }
