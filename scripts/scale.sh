@@ -9,23 +9,28 @@
 #
 #   scripts/scale.sh                  # or: make scale
 #
-# The load is `timemachine bench` in LOADERS loops (default 2), each round
-# creating ROUND_JOBS jobs (default 400, single POSTs, concurrency 4) due
-# over ROUND_WINDOW (default 10s) and waiting for every callback; rounds
-# repeat until the last step is done, so creates and fires go on during
-# every move. Each bench receiver counts deliveries per Idempotency-Key.
+# Before the load, PENDING jobs (default 20000) due in a day are created, so
+# every slot moved carries data. The load is `timemachine bench` in LOADERS
+# loops (default 2, started ROUND_WINDOW/LOADERS apart), each round creating
+# ROUND_JOBS jobs (default 600, single POSTs, concurrency 4) due over
+# ROUND_WINDOW (default 10s) and waiting for every callback; rounds repeat
+# until the last step is done, so creates and fires go on during every
+# move. Each bench receiver counts deliveries per Idempotency-Key. Between
+# steps the script waits SETTLE seconds (default 5) under load.
 #
-# Environment: BIN (default bin/timemachine), BASE_PORT (default 18280: HTTP
+# Environment: BIN (default bin/timemachine), BASE_PORT (default 18880: HTTP
 # BASE_PORT+i, bind BASE_PORT+100+i, serf BASE_PORT+200+i for n1..n5),
-# LOADERS, ROUND_JOBS, ROUND_WINDOW, WAIT_TIMEOUT (per --wait, default 10m),
+# PENDING, LOADERS, ROUND_JOBS, ROUND_WINDOW, SETTLE, WAIT_TIMEOUT (per --wait, default 10m),
 # KEEP=1 keeps the data dir and logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=${BIN:-bin/timemachine}
-BASE_PORT=${BASE_PORT:-18280}
+BASE_PORT=${BASE_PORT:-18880}
+PENDING=${PENDING:-20000}
 LOADERS=${LOADERS:-2}
-ROUND_JOBS=${ROUND_JOBS:-400}
+ROUND_JOBS=${ROUND_JOBS:-600}
+SETTLE=${SETTLE:-5}
 ROUND_WINDOW=${ROUND_WINDOW:-10s}
 WAIT_TIMEOUT=${WAIT_TIMEOUT:-10m}
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/tm-scale.XXXXXX")
@@ -77,6 +82,7 @@ alive() { curl -sf "http://$ADDR/v1/cluster" | jq -e --arg n "$1" '.nodes[] | se
 
 loader() { # loader K: bench rounds until the stop file appears
   local k=$1 r=0
+  sleep "$(awk -v k="$k" -v n="$LOADERS" -v w="${ROUND_WINDOW%s}" 'BEGIN { print (k - 1) * w / n }')"
   while [ ! -e "$DIR/stop" ]; do
     r=$((r + 1))
     "$BIN" bench --addr "$ADDRS3" --collection "scale$k" --jobs "$ROUND_JOBS" --window "$ROUND_WINDOW" \
@@ -93,12 +99,17 @@ ADDRS3="$(http n1),$(http n2),$(http n3)"
 for n in n1 n2 n3; do wait_until 60 "$n ready" ready "$(http "$n")"; done
 echo "ready after $(since "$T_ALL")s"
 
+step "$PENDING pending jobs, due in a day (data for the moves to carry)"
+T=$(now)
+"$BIN" bench --addr "$ADDRS3" --collection pending --jobs "$PENDING" --batch 100 --create-only --json >"$DIR/pending.json" 2>"$DIR/pending.log"
+echo "created $(jq -r .jobs_created "$DIR/pending.json") in $(since "$T")s"
+
 step "steady load: $LOADERS bench loops, $ROUND_JOBS jobs due over $ROUND_WINDOW per round"
 for k in $(seq "$LOADERS"); do
   loader "$k" &
   LOAD_PIDS+=($!)
 done
-sleep 5 # the first rounds are creating and firing
+sleep "$SETTLE" # the first rounds are creating and firing
 
 step "scale out: start n4 and n5 (--join, no --bootstrap-expect)"
 T=$(now)
@@ -114,6 +125,7 @@ REB_S=$(since "$T")
 REB_MOVES="$(grep -cE '^[0-9]+ +replica ' "$DIR/rebalance.out" || true) replica moves, $(grep -cE '^[0-9]+ +leader ' "$DIR/rebalance.out" || true) leadership moves"
 echo ">>> rebalance 3 → 5: $REB_MOVES, healthy after ${REB_S}s"
 run admin status --addr "$ADDRS3"
+sleep "$SETTLE"
 
 DRAIN_S=()
 for n in n5 n4; do
@@ -130,6 +142,7 @@ for n in n5 n4; do
   unset "PID[$n]"
   echo ">>> remove $n: done after $(since "$T2")s (process stopped)"
   DRAIN_S+=("$n ${S}s")
+  sleep "$SETTLE"
 done
 run admin status --addr "$ADDRS3"
 

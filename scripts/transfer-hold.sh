@@ -8,7 +8,7 @@
 #   scripts/transfer-hold.sh            # HOLD=300 (five minutes), SLOT=5
 #
 # Environment: BIN (default bin/timemachine), HOLD (seconds, default 300),
-# POLL (seconds, default 5), SLOT (default 5), BASE_PORT (default 18180:
+# POLL (seconds, default 5), SLOT (default 5), BASE_PORT (default 18580:
 # HTTP BASE_PORT+i, bind BASE_PORT+100+i, serf BASE_PORT+200+i for n1..n3),
 # KEEP=1 keeps the data dir.
 set -euo pipefail
@@ -18,7 +18,7 @@ BIN=${BIN:-bin/timemachine}
 HOLD=${HOLD:-300}
 POLL=${POLL:-5}
 SLOT=${SLOT:-5}
-BASE_PORT=${BASE_PORT:-18180}
+BASE_PORT=${BASE_PORT:-18580}
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/tm-hold.XXXXXX")
 PIDS=()
 
