@@ -163,7 +163,7 @@ done
 step "result"
 echo "steps: rebalance 3→5 ${REB_S}s ($REB_MOVES); drain ${DRAIN_S[*]}; total $(since "$T_ALL")s"
 echo "load: $rounds bench rounds, $created jobs created ($errs creates refused or timed out: not acknowledged, so not counted as lost), $fired fired"
-echo "lost $lost, duplicate $dups, early $early; worst round's p99 lateness ${p99} ms"
+echo "lost $lost, duplicate $dups, early $early; worst round's p99 lateness $(printf '%.0f' "$p99") ms"
 if [ "$rounds" -eq 0 ] || [ "$created" -eq 0 ]; then
   echo "FAIL: no load ran" >&2
   exit 1

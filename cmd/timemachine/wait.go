@@ -51,7 +51,7 @@ func (c *clientFlags) waitFor(cmd *cobra.Command, cl *client.Client, what string
 			reason = line
 		default:
 			reached, detail := goal(&ci)
-			line = progressLine(&ci, detail)
+			line = progressLine(&ci, detail, start)
 			reason = line
 			if reached && healthy(&ci) {
 				fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), line)
@@ -83,14 +83,20 @@ func healthy(ci *client.ClusterInfo) bool {
 }
 
 // progressLine says how far the moves are: "moved 7/9 slots, 2 moving
-// (1 being worked on), 0 degraded, 0 without a leader; <detail>".
-func progressLine(ci *client.ClusterInfo, detail string) string {
+// (1 being worked on), 0 degraded, 0 without a leader; <detail>". A round
+// of moves that finished before the command started (since) is not this
+// command's and is left out.
+func progressLine(ci *client.ClusterInfo, detail string, since time.Time) string {
 	counts := map[string]int{}
 	for _, s := range ci.Slots {
 		counts[s.State]++
 	}
 	var b strings.Builder
-	if m := ci.Moves; m != nil && m.Total > 0 {
+	m := ci.Moves
+	if m != nil && m.Pending == 0 && m.FinishedAt != 0 && m.FinishedAt < since.UnixMilli() {
+		m = nil
+	}
+	if m != nil && m.Total > 0 {
 		fmt.Fprintf(&b, "moved %d/%d slots", m.Done, m.Total)
 		if m.Pending > 0 {
 			fmt.Fprintf(&b, ", %d moving (%d being worked on)", m.Pending, m.Active)
