@@ -224,10 +224,7 @@ nothing and the cluster is healthy (exit 0), or exit 3 when --timeout
 			}
 			defer done()
 			if err := cl.RemoveNode(ctx, args[0], force); err != nil {
-				if client.IsConflict(err) && !force {
-					return fmt.Errorf("%w (drain it first: admin drain %s --wait; --force is for a dead node)", err, args[0])
-				}
-				return err
+				return err // a conflict says what to do: drain first, or --force for a dead node
 			}
 			return cf.printer(cmd).done(deleted{Deleted: "node", ID: args[0]})
 		},
