@@ -49,7 +49,7 @@ run() { echo "\$ timemachine $*"; "$BIN" "$@"; }
 
 cleanup() {
   touch "$DIR/stop"
-  for p in "${LOAD_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${LOAD_PIDS[@]}"; do pkill -INT -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
   for n in "${!PID[@]}"; do kill -TERM "${PID[$n]}" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if [ "${KEEP:-0}" = 1 ]; then echo "data and logs kept in $DIR"; else rm -rf "$DIR"; fi

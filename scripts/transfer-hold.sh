@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Does `admin transfer` hold? Starts a fresh 3-node cluster on loopback (its
-# own ports and data dir), moves one slot's leadership to a node that does
-# not lead it, then polls /v1/cluster every POLL seconds for HOLD seconds and
-# fails if the slot is ever led by another node (docs/operations.md,
-# "Moving a slot's leadership").
+# own ports and data dir) with a steady create+fire load (`timemachine bench`
+# rounds of ROUND_JOBS jobs due over 10 s, default 300), moves one slot's
+# leadership to a node that does not lead it (`admin transfer --wait`),
+# then polls /v1/cluster every POLL seconds for HOLD seconds and fails if
+# the slot is ever led by another node, or if a callback of the load was
+# lost, delivered twice or early (docs/operations.md, "Moving a slot's
+# leadership").
 #
 #   scripts/transfer-hold.sh            # HOLD=300 (five minutes), SLOT=5
 #
@@ -18,13 +21,17 @@ BIN=${BIN:-bin/timemachine}
 HOLD=${HOLD:-300}
 POLL=${POLL:-5}
 SLOT=${SLOT:-5}
+ROUND_JOBS=${ROUND_JOBS:-300}
 BASE_PORT=${BASE_PORT:-18580}
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/tm-hold.XXXXXX")
 PIDS=()
 
 [ -x "$BIN" ] || { echo "transfer-hold.sh: $BIN not found: run \`make build\` first" >&2; exit 1; }
 
+LOADER=""
 cleanup() {
+  touch "$DIR/stop"
+  if [ -n "$LOADER" ]; then pkill -INT -P "$LOADER" 2>/dev/null || true; kill "$LOADER" 2>/dev/null || true; fi
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   [ "${KEEP:-0}" = 1 ] && echo "data and logs kept in $DIR" || rm -rf "$DIR"
@@ -44,6 +51,16 @@ for _ in $(seq 120); do
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$ADDR/readyz")" = 200 ] && break
   sleep 0.5
 done
+loader() {
+  local r=0
+  while [ ! -e "$DIR/stop" ]; do
+    r=$((r + 1))
+    "$BIN" bench --addr "$ADDR" --collection hold --jobs "$ROUND_JOBS" --window 10s --lead 2s --concurrency 4 \
+      --id-prefix "r$r-" --wait 60s --json >"$DIR/load-$r.json" 2>/dev/null || true
+  done
+}
+loader &
+LOADER=$!
 leader() { curl -sf "http://$ADDR/v1/cluster" | jq -r ".slots[$SLOT].leader"; }
 from=$(leader)
 to=n1
@@ -62,3 +79,13 @@ while [ $(($(date +%s) - start)) -lt "$HOLD" ]; do
   sleep "$POLL"
 done
 echo "$(date -u +%H:%M:%S) slot $SLOT stayed led by $to for ${HOLD}s ($polls polls, every ${POLL}s)"
+touch "$DIR/stop"
+wait "$LOADER" || true
+LOADER=""
+read -r rounds created fired lost dups early < <(jq -s -r '[length, (map(.jobs_created) | add), (map(.fired) | add),
+    (map(.missing) | add), (map(.duplicates) | add), (map(.early) | add)] | @tsv' "$DIR"/load-*.json)
+echo "load during the hold: $rounds bench rounds, $created jobs created, $fired fired; lost $lost, duplicate $dups, early $early"
+if [ "$lost" != 0 ] || [ "$dups" != 0 ] || [ "$early" != 0 ] || [ "$created" = 0 ]; then
+  echo "FAIL: the load lost, repeated or fired early callbacks" >&2
+  exit 1
+fi
