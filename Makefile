@@ -83,7 +83,7 @@ nemesis: build
 
 # A local 3-node cluster on loopback (scripts/cluster.sh start|stop|status).
 # Scale out 3 → 5 nodes and back to 3 under a steady create+fire load
-# (~2-3 min; fails on any lost, duplicate or early callback; docs/operations.md).
+# (~1 min; fails on any lost, duplicate or early callback; docs/operations.md).
 scale: build
 	./scripts/scale.sh
 
