@@ -50,4 +50,7 @@ type Backend interface {
 	TransferSlot(ctx context.Context, slot int, to string) error
 	DrainNode(ctx context.Context, id string) error
 	RemoveNode(ctx context.Context, id string) error
+	// GossipKeys lists (model.GossipKeyList) or changes (install, use,
+	// remove) the gossip encryption keys of every member.
+	GossipKeys(ctx context.Context, op, key string) (*model.GossipKeyring, error)
 }
