@@ -99,6 +99,7 @@ func newAdminCmd() *cobra.Command {
 			return adminCall(cmd, &cf, func(cl *client.Client, c ctxT) (any, error) { return nil, cl.RemoveNode(c, args[0], false) })
 		},
 	}
+	cmd.AddCommand(newGossipKeysCmd(&cf))
 	cmd.AddCommand(status, rebalance, compact, transfer, drain, remove)
 	return cmd
 }

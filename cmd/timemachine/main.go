@@ -54,6 +54,7 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("timemachine {{.Version}}\n") // --version prints what `version` prints
 	root.AddCommand(newServerCmd(), newJobCmd(), newAdminCmd(), newBenchCmd(), newVersionCmd())
 	root.AddCommand(newHealthCmd()) // the container HEALTHCHECK probe (health.go)
+	root.AddCommand(newTokenCmd())  // API tokens for --auth-file (token.go)
 	return root
 }
 
