@@ -11,9 +11,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 )
+
+// TB is the part of testing.TB these helpers use, so that TestMain (which
+// has no testing.TB) can make certificates too.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // CA is a certificate authority.
 type CA struct {
@@ -29,7 +35,7 @@ type Pair struct {
 	CertFile, KeyFile string
 }
 
-func serial(t testing.TB) *big.Int {
+func serial(t TB) *big.Int {
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func serial(t testing.TB) *big.Int {
 }
 
 // NewCA makes a CA and writes its certificate to dir/<name>-ca.pem.
-func NewCA(t testing.TB, dir, name string) *CA {
+func NewCA(t TB, dir, name string) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -69,13 +75,13 @@ func NewCA(t testing.TB, dir, name string) *CA {
 
 // Issue makes a certificate for name signed by the CA, valid for
 // loopback, and writes dir/<name>.pem and dir/<name>-key.pem.
-func (ca *CA) Issue(t testing.TB, dir, name string) Pair {
+func (ca *CA) Issue(t TB, dir, name string) Pair {
 	t.Helper()
 	return ca.IssueValid(t, dir, name, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 }
 
 // IssueValid is Issue with a validity period of the caller's choice.
-func (ca *CA) IssueValid(t testing.TB, dir, name string, notBefore, notAfter time.Time) Pair {
+func (ca *CA) IssueValid(t TB, dir, name string, notBefore, notAfter time.Time) Pair {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -105,7 +111,7 @@ func (ca *CA) IssueValid(t testing.TB, dir, name string, notBefore, notAfter tim
 	return p
 }
 
-func write(t testing.TB, path string, b []byte) {
+func write(t TB, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
