@@ -5,7 +5,7 @@
 # bench's own wait timeout; the server is stopped at the end.
 #
 #   scripts/bench.sh            # all scenarios (a few minutes)
-#   scripts/bench.sh fire       # one scenario: create-batch create-single lateness fire burst
+#   scripts/bench.sh fire       # one scenario: create-batch create-single lateness fire burst fire-only
 #   scripts/bench.sh scale      # 10M pending jobs: RSS, disk, restart time (~5 min, ~2 GB disk)
 #   scripts/bench.sh cluster    # the 3-node scenarios (cluster-create-batch ... cluster-fire)
 #   SECURE=1 scripts/bench.sh … # the same with everything on: HTTPS and API tokens (an admin token,
@@ -122,6 +122,9 @@ scenario() {
     lateness) fresh; bench --jobs 60000 --window 30s --batch 1000 --lead 5s ;;
     burst) fresh; bench --jobs 100000 --at-once --batch 1000 --lead 5s ;;
     fire) fresh; bench --jobs 400000 --window 20s --batch 1000 --lead 5s ;;
+    # fire with the creates over well before the first trigger, so the fire
+    # rate is not mixed with create traffic (the plain/secure comparison)
+    fire-only) fresh; bench --jobs 200000 --window 10s --batch 1000 --lead 15s ;;
     scale)
       fresh
       bench --jobs 10000000 --batch 1000 --create-only --id-prefix scale
