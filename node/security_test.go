@@ -184,6 +184,16 @@ func TestSecureClusterInProcess(t *testing.T) {
 		}
 		return nil
 	})
+	// Every job, whichever node took it, ends succeeded (readable from
+	// another node than the one that created it).
+	for i, id := range ids {
+		testutil.Eventually(t, 20*time.Second, id+" succeeded", func() error {
+			if s, b := api.do("GET", base((i+1)%3)+"/v1/collections/billing/jobs/"+id, readerToken, ""); s != 200 || !strings.Contains(b, `"status":"succeeded"`) {
+				return fmt.Errorf("%d %s", s, b)
+			}
+			return nil
+		})
+	}
 	key, _ := webhook.ParseSecret(testSecret)
 	mu.Lock()
 	for i, r := range got {
