@@ -34,23 +34,24 @@ PEER_FLAGS=()
 if [ -n "${SECURE:-}" ]; then
   # A CA and one certificate for 127.0.0.1 (HTTPS and peer TLS alike), an
   # admin token, a gossip key; the client commands read TIMEMACHINE_TOKEN
-  # and TIMEMACHINE_CA_CERT.
+  # and TIMEMACHINE_CA_CERT. (Not in $DIR/c*: cluster_fresh removes those.)
+  PKI=$DIR/pki; mkdir -p "$PKI"
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-    -keyout "$DIR/ca-key.pem" -out "$DIR/ca.pem" -subj "/CN=bench CA" 2>/dev/null
+    -keyout "$PKI/ca-key.pem" -out "$PKI/ca.pem" -subj "/CN=bench CA" 2>/dev/null
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$DIR/node-key.pem" -out "$DIR/node.csr" -subj "/CN=node" 2>/dev/null
-  printf "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n" >"$DIR/node.ext"
-  openssl x509 -req -in "$DIR/node.csr" -CA "$DIR/ca.pem" -CAkey "$DIR/ca-key.pem" -CAcreateserial -days 2 \
-    -out "$DIR/node.pem" -extfile "$DIR/node.ext" 2>/dev/null
-  "$BIN" token new --role admin --name bench 2>/dev/null >"$DIR/token.txt"
-  printf '{"tokens":[%s]}\n' "$(sed -n 2p "$DIR/token.txt")" >"$DIR/auth.json"
-  export TIMEMACHINE_TOKEN; TIMEMACHINE_TOKEN=$(sed -n 1p "$DIR/token.txt")
-  export TIMEMACHINE_CA_CERT=$DIR/ca.pem
+    -keyout "$PKI/node-key.pem" -out "$PKI/node.csr" -subj "/CN=node" 2>/dev/null
+  printf "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n" >"$PKI/node.ext"
+  openssl x509 -req -in "$PKI/node.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca-key.pem" -CAcreateserial -days 2 \
+    -out "$PKI/node.pem" -extfile "$PKI/node.ext" 2>/dev/null
+  "$BIN" token new --role admin --name bench 2>/dev/null >"$PKI/token.txt"
+  printf '{"tokens":[%s]}\n' "$(sed -n 2p "$PKI/token.txt")" >"$PKI/auth.json"
+  export TIMEMACHINE_TOKEN; TIMEMACHINE_TOKEN=$(sed -n 1p "$PKI/token.txt")
+  export TIMEMACHINE_CA_CERT=$PKI/ca.pem
   export TIMEMACHINE_GOSSIP_KEY; TIMEMACHINE_GOSSIP_KEY=$(openssl rand -base64 32)
   SCHEME=https
-  CURL=(curl -s --cacert "$DIR/ca.pem" -H "Authorization: Bearer $TIMEMACHINE_TOKEN")
-  SECURE_FLAGS=(--auth-file "$DIR/auth.json" --tls-cert "$DIR/node.pem" --tls-key "$DIR/node-key.pem")
-  PEER_FLAGS=(--peer-tls-cert "$DIR/node.pem" --peer-tls-key "$DIR/node-key.pem" --peer-tls-ca "$DIR/ca.pem")
+  CURL=(curl -s --cacert "$PKI/ca.pem" -H "Authorization: Bearer $TIMEMACHINE_TOKEN")
+  SECURE_FLAGS=(--auth-file "$PKI/auth.json" --tls-cert "$PKI/node.pem" --tls-key "$PKI/node-key.pem")
+  PEER_FLAGS=(--peer-tls-cert "$PKI/node.pem" --peer-tls-key "$PKI/node-key.pem" --peer-tls-ca "$PKI/ca.pem")
 fi
 
 SERF=${SERF:-127.0.0.1:17490}
