@@ -33,6 +33,8 @@ type Config struct {
 	Join            []string
 	BootstrapExpect int
 	FastGossip      bool
+	// GossipKey, when set, encrypts and authenticates gossip (keyring.go).
+	GossipKey []byte
 
 	// SlotCount is the slot count the data directory records (the flag's,
 	// for a new one); Replicas the configured replication factor (0: auto).

@@ -1,10 +1,8 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
 	"log"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -74,7 +72,7 @@ func (c *Cluster) startSerf() error {
 	conf.SnapshotPath = filepath.Join(c.cfg.SerfDir, "snapshot")
 	conf.RejoinAfterLeave = true
 	conf.ReconnectTimeout = 72 * time.Hour
-	logger := log.New(&slogLineWriter{log: c.log.With("component", "serf")}, "", 0)
+	logger := log.New(&gossipLogWriter{log: c.log.With("component", "serf")}, "", 0)
 	conf.Logger = logger
 	ml := memberlist.DefaultLANConfig()
 	if c.cfg.FastGossip {
@@ -87,6 +85,9 @@ func (c *Cluster) startSerf() error {
 	}
 	ml.Logger = logger
 	conf.MemberlistConfig = ml
+	if err := c.configureKeyring(conf); err != nil {
+		return err
+	}
 	s, err := serf.Create(conf)
 	if err != nil {
 		return fmt.Errorf("start gossip on %s: %w", c.cfg.SerfAddr, err)
@@ -262,28 +263,6 @@ func (c *Cluster) members() []member {
 		})
 	}
 	return out
-}
-
-// slogLineWriter forwards the standard-library log lines of serf and
-// memberlist to slog at a level read from their "[LEVEL]" prefix.
-type slogLineWriter struct{ log *slog.Logger }
-
-func (w *slogLineWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	lvl := slog.LevelInfo
-	switch {
-	case strings.Contains(line, "[ERR]"):
-		lvl = slog.LevelError
-	case strings.Contains(line, "[WARN]"):
-		lvl = slog.LevelWarn
-	case strings.Contains(line, "[DEBUG]"):
-		lvl = slog.LevelDebug
-	}
-	if i := strings.Index(line, "] "); i >= 0 && i < 12 {
-		line = line[i+2:]
-	}
-	w.log.Log(context.Background(), lvl, line)
-	return len(p), nil
 }
 
 // serfEventLoop turns gossip events into controller and reconciler

@@ -16,6 +16,7 @@ func cli(t *testing.T, args ...string) (int, string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = cliEnv() // secure mode: the token and the CA (nil: inherit)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -113,10 +113,7 @@ func newCluster(t testing.TB, size int) *Cluster {
 		s := &Server{
 			DataDir: filepath.Join(dir, "data"),
 			LogPath: filepath.Join(logDir, id+".log"),
-			client: &http.Client{
-				Timeout:   15 * time.Second,
-				Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
-			},
+			client:  harnessClient(15*time.Second, false),
 		}
 		for _, p := range []*string{&s.HTTPAddr, &s.BindAddr, &s.SerfAddr} {
 			addr, err := freeClusterPort()
@@ -132,6 +129,9 @@ func newCluster(t testing.TB, size int) *Cluster {
 		s.Args = []string{"--node-id", c.IDs[i], "--bootstrap-expect", strconv.Itoa(size)}
 		if i > 0 {
 			s.Args = append(s.Args, "--join", c.Nodes[0].SerfAddr)
+		}
+		if secureMode {
+			s.makeSecure()
 		}
 	}
 	t.Cleanup(func() {
@@ -729,13 +729,18 @@ func (w *workload) probeSlots(since time.Time, slots []int, via []int, prefix st
 			id := idInSlot(w.coll, fmt.Sprintf("%s-s%d", prefix, s), s)
 			job := w.rcv.job(id, nowMs()+lead.Milliseconds())
 			w.attempt([]map[string]any{job})
-			cl := &http.Client{Timeout: 2 * time.Second}
+			cl := harnessClient(2*time.Second, secureMode)
 			defer cl.CloseIdleConnections()
 			body, _ := json.Marshal(job)
 			deadline := time.Now().Add(timeout)
 			for k := 0; time.Now().Before(deadline); k++ {
-				i := via[k%len(via)]
-				resp, err := cl.Post("http://"+w.c.Nodes[i].HTTPAddr+jobsPath(w.coll), "application/json", strings.NewReader(string(body)))
+				n := w.c.Nodes[via[k%len(via)]]
+				req, _ := http.NewRequest(http.MethodPost, n.url(jobsPath(w.coll)), strings.NewReader(string(body)))
+				req.Header.Set("Content-Type", "application/json")
+				if n.Token != "" {
+					req.Header.Set("Authorization", "Bearer "+n.Token)
+				}
+				resp, err := cl.Do(req)
 				if err == nil {
 					resp.Body.Close()
 					if resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK {

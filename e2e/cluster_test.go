@@ -556,7 +556,7 @@ func testRestartedNodeCollections(t *testing.T, c *Cluster) {
 	var bad []answer
 	counts := map[string]int{}
 	var readyAt time.Duration = -1
-	cl := &http.Client{Timeout: 5 * time.Second}
+	cl := harnessClient(5*time.Second, secureMode)
 	defer cl.CloseIdleConnections()
 	for i := 0; ; i++ {
 		el := time.Since(start)
@@ -567,7 +567,7 @@ func testRestartedNodeCollections(t *testing.T, c *Cluster) {
 			t.Fatalf("n3 not ready %v after its restart", readyTimeout)
 		}
 		if readyAt < 0 {
-			if r, err := cl.Get("http://" + n3.HTTPAddr + "/readyz"); err == nil {
+			if r, err := cl.Get(n3.url("/readyz")); err == nil {
 				r.Body.Close()
 				if r.StatusCode == http.StatusOK {
 					readyAt = time.Since(start)

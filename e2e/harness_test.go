@@ -50,6 +50,9 @@ var (
 	sharedSrv  *Server
 	sharedErr  error
 	sharedDir  string
+
+	secureOnce sync.Once
+	secureErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -103,6 +106,19 @@ func runMain(m *testing.M) int {
 	if err := os.Symlink(binPath, serverBin); err != nil {
 		serverBin = binPath
 	}
+
+	if secureMode {
+		if _, err := secureMaterial(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: secure mode:", err)
+			return 1
+		}
+		fmt.Fprintln(os.Stderr, "e2e: secure mode: every server runs with HTTPS, tokens, peer mTLS, a gossip key and sealed secrets")
+	}
+	defer func() {
+		if secure != nil {
+			os.RemoveAll(secure.dir)
+		}
+	}()
 
 	code := m.Run()
 
@@ -160,6 +176,11 @@ type Server struct {
 	LogPath  string
 	// Extra arguments for `timemachine server`.
 	Args []string
+	// Secure: the server runs with the secure setup (HTTPS, tokens…);
+	// Token goes with every request unless the request sets its own
+	// Authorization (an empty one: none).
+	Secure bool
+	Token  string
 
 	client *http.Client
 
@@ -177,16 +198,16 @@ func newServerIn(dir string) (*Server, error) {
 	s := &Server{
 		DataDir: filepath.Join(dir, "data"),
 		LogPath: filepath.Join(dir, "server.log"),
-		client: &http.Client{
-			Timeout:   15 * time.Second,
-			Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
-		},
+		client:  harnessClient(15*time.Second, false),
 	}
 	var err error
 	for _, p := range []*string{&s.HTTPAddr, &s.BindAddr, &s.SerfAddr} {
 		if *p, err = freePort(); err != nil {
 			return nil, err
 		}
+	}
+	if secureMode {
+		s.makeSecure()
 	}
 	return s, nil
 }
@@ -200,7 +221,7 @@ func startServer(t *testing.T, extraArgs ...string) *Server {
 	if err != nil {
 		t.Fatalf("prepare server: %v", err)
 	}
-	s.Args = extraArgs
+	s.Args = append(s.Args, extraArgs...)
 	t.Cleanup(func() {
 		if s.Running() {
 			_ = s.Kill()
@@ -326,10 +347,11 @@ func (s *Server) WaitReady(timeout time.Duration) error {
 	done := s.done
 	s.mu.Unlock()
 	deadline := time.Now().Add(timeout)
-	c := &http.Client{Timeout: time.Second}
+	c := harnessClient(time.Second, s.Secure)
+	defer c.CloseIdleConnections()
 	var last string
 	for {
-		resp, err := c.Get("http://" + s.HTTPAddr + "/readyz")
+		resp, err := c.Get(s.url("/readyz"))
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -485,15 +507,21 @@ func (s *Server) TryDo(method, path string, body any, headers ...string) (Resp, 
 		}
 		rd = bytes.NewReader(enc)
 	}
-	req, err := http.NewRequest(method, "http://"+s.HTTPAddr+path, rd)
+	req, err := http.NewRequest(method, s.url(path), rd)
 	if err != nil {
 		return Resp{}, err
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+		}
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -88,8 +88,9 @@ func CheckURL(path, s string) *Error {
 	if len(s) > MaxURLLen {
 		return Invalid("%s: is %d bytes; at most %d are allowed", path, len(s), MaxURLLen)
 	}
+	shown := Clip(redactUserinfo(s))
 	if strings.ContainsAny(s, " \t\r\n") {
-		return Invalid("%s: must not contain whitespace (percent-encode it, e.g. %%20), got %q", path, Clip(s))
+		return Invalid("%s: must not contain whitespace (percent-encode it, e.g. %%20), got %q", path, shown)
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -97,16 +98,21 @@ func CheckURL(path, s string) *Error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return Invalid("%s: not a valid URL (%v): %q", path, err, Clip(s))
+		return Invalid("%s: not a valid URL (%v): %q", path, err, shown)
+	}
+	if u.User != nil {
+		// Credentials in a URL would be stored and shown with every job
+		// (GET, lists, logs). Routes keep them as secrets instead.
+		return Invalid("%s: must not contain a user name or password (user:pass@); use a route with an Authorization header, whose value is kept secret", path)
 	}
 	if sch := strings.ToLower(u.Scheme); sch != "http" && sch != "https" {
 		if u.Scheme == "" {
-			return Invalid("%s: must be an absolute http or https URL (like https://example.com/hook), got %q", path, Clip(s))
+			return Invalid("%s: must be an absolute http or https URL (like https://example.com/hook), got %q", path, shown)
 		}
 		return Invalid("%s: the scheme must be http or https, got %q", path, u.Scheme)
 	}
 	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
-		return Invalid("%s: must have a host (like https://example.com/hook), got %q", path, Clip(s))
+		return Invalid("%s: must have a host (like https://example.com/hook), got %q", path, shown)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
@@ -114,9 +120,28 @@ func CheckURL(path, s string) *Error {
 		}
 	}
 	if strings.IndexByte(s, '#') >= 0 {
-		return Invalid("%s: must not have a fragment (the part after '#' is never sent to the receiver), got %q", path, Clip(s))
+		return Invalid("%s: must not have a fragment (the part after '#' is never sent to the receiver), got %q", path, shown)
 	}
 	return nil
+}
+
+// redactUserinfo hides a URL's user:password@ part, so that an error
+// message about a bad URL never repeats a credential.
+func redactUserinfo(s string) string {
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return s
+	}
+	rest := s[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return s
+	}
+	return s[:i+3] + "REDACTED@" + rest[at+1:]
 }
 
 // CheckSecret validates a signing secret: "whsec_" + standard base64

@@ -121,3 +121,23 @@ func TestSensitiveHeader(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckURLRefusesCredentials(t *testing.T) {
+	for _, u := range []string{"http://user:pass@example.com/hook", "https://tok@example.com", "http://u:p@127.0.0.1:9/x"} {
+		e := CheckURL("callback_url", u)
+		if e == nil || !strings.Contains(e.Message, "user name or password") {
+			t.Fatalf("%s: %v", u, e)
+		}
+		if strings.Contains(e.Message, "pass") && strings.Contains(e.Message, "u:p") {
+			t.Fatalf("message echoes the credentials: %s", e.Message)
+		}
+	}
+	// Other errors never echo a credential either.
+	e := CheckURL("callback_url", "http://user:s3cret@exa mple.com/")
+	if e == nil || strings.Contains(e.Message, "s3cret") {
+		t.Fatalf("%v", e)
+	}
+	if got := redactUserinfo("https://a:b@h/p@q"); got != "https://REDACTED@h/p@q" {
+		t.Fatal(got)
+	}
+}

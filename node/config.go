@@ -65,6 +65,33 @@ type Config struct {
 	PprofAddr string
 	// Version is reported by /v1/cluster.
 	Version string
+
+	// Security (docs/threat-model.md; security.go loads them).
+	//
+	// AuthFile requires API tokens (--auth-file).
+	AuthFile string
+	// TLSCert and TLSKey serve HTTPS on HTTPAddr.
+	TLSCert, TLSKey string
+	// PeerTLSCert, PeerTLSKey and PeerTLSCA put mutual TLS on BindAddr.
+	PeerTLSCert, PeerTLSKey, PeerTLSCA string
+	// GossipKey (base64 of 16, 24 or 32 bytes) encrypts gossip.
+	GossipKey string
+	// CallbackDeny and CallbackAllow are the callback egress policy (nil
+	// CallbackDeny: webhook.DefaultDeny; an empty, non-nil one denies
+	// nothing).
+	CallbackDeny, CallbackAllow []string
+	// AllowedOrigins are browser origins allowed to call the API.
+	AllowedOrigins []string
+	// MaxBodyBytes bounds request bodies (default 16 MiB).
+	MaxBodyBytes int
+	// MaxConns caps open API connections (0: sized from the file
+	// descriptor limit, DefaultMaxConns); MaxConnsPerIP per client
+	// address (0: no cap).
+	MaxConns, MaxConnsPerIP int
+	// MaxCollections and MaxRoutes bound the meta state (0: defaults).
+	MaxCollections, MaxRoutes int
+	// SecretsKeyFile encrypts secrets at rest.
+	SecretsKeyFile string
 }
 
 // Defaults (docs/operations.md#running-a-node).
@@ -108,6 +135,9 @@ func (c *Config) setDefaults() {
 	if c.FailureGrace <= 0 {
 		c.FailureGrace = 30 * time.Second
 	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns(c.FireConcurrency)
+	}
 }
 
 // validate checks what can be checked before touching the disk.
@@ -127,7 +157,7 @@ func (c *Config) validate() error {
 	if c.Replicas < 0 || c.Replicas > 7 {
 		return fmt.Errorf("--replicas %d: must be between 1 and 7 (0 means min(3, nodes))", c.Replicas)
 	}
-	return nil
+	return c.validateSecurity()
 }
 
 // identity is what a data directory remembers about its node and cluster:

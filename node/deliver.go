@@ -2,37 +2,49 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/timemachine-db/timemachine/rpc/webhook"
+	"github.com/timemachine-db/timemachine/secrets"
 	"github.com/timemachine-db/timemachine/slot"
 )
 
 // deliverer adapts the webhook client to the slot's Deliverer: it turns a
-// resolved delivery into the wire request and decodes signing secrets once.
+// resolved delivery into the wire request, opens secrets sealed at rest
+// (--secrets-key-file) and decodes signing secrets once.
 type deliverer struct {
 	c       *webhook.Client
+	box     *secrets.Box // nil: secrets are stored as given
 	mu      sync.RWMutex
 	secrets map[string][]byte
 }
 
-func newDeliverer(c *webhook.Client) *deliverer {
-	return &deliverer{c: c, secrets: map[string][]byte{}}
+func newDeliverer(c *webhook.Client, box *secrets.Box) *deliverer {
+	return &deliverer{c: c, box: box, secrets: map[string][]byte{}}
 }
 
-func (d *deliverer) key(secret string) []byte {
+func (d *deliverer) key(secret string) ([]byte, error) {
 	if secret == "" {
-		return nil
+		return nil, nil
 	}
 	d.mu.RLock()
 	k, ok := d.secrets[secret]
 	d.mu.RUnlock()
 	if ok {
-		return k
+		return k, nil
 	}
-	k, err := webhook.ParseSecret(secret)
+	plain, err := d.box.Open(secret)
 	if err != nil {
-		return nil // validated on the way in; cannot happen for stored secrets
+		return nil, fmt.Errorf("the signing secret cannot be decrypted: %w", err)
+	}
+	k, err = webhook.ParseSecret(plain)
+	if err != nil {
+		return nil, nil // validated on the way in; cannot happen for stored secrets
 	}
 	d.mu.Lock()
 	if len(d.secrets) > 10000 {
@@ -40,14 +52,50 @@ func (d *deliverer) key(secret string) []byte {
 	}
 	d.secrets[secret] = k
 	d.mu.Unlock()
-	return k
+	return k, nil
+}
+
+// headers opens the sealed values of a route's headers (only sensitive
+// ones are ever sealed); the map is copied only when one is.
+func (d *deliverer) headers(h map[string]string) (map[string]string, error) {
+	var out map[string]string
+	for k, v := range h {
+		if !secrets.Sealed(v) {
+			continue
+		}
+		plain, err := d.box.Open(v)
+		if err != nil {
+			return nil, fmt.Errorf("route header %s cannot be decrypted: %w", k, err)
+		}
+		if out == nil {
+			out = make(map[string]string, len(h))
+			for kk, vv := range h {
+				out[kk] = vv
+			}
+		}
+		out[k] = plain
+	}
+	if out == nil {
+		return h, nil
+	}
+	return out, nil
 }
 
 func (d *deliverer) Deliver(ctx context.Context, x *slot.Delivery) slot.DeliveryResult {
 	j := x.Job
+	// A secret this node cannot open (its key file lacks the key) is a
+	// configuration problem an operator can fix: retried, not failed.
+	key, err := d.key(x.SigningSecret)
+	if err != nil {
+		return slot.DeliveryResult{Err: err}
+	}
+	hdrs, err := d.headers(x.Headers)
+	if err != nil {
+		return slot.DeliveryResult{Err: err}
+	}
 	res := d.c.Deliver(ctx, &webhook.Request{
 		URL:     x.URL,
-		Headers: x.Headers,
+		Headers: hdrs,
 		Payload: webhook.Payload{
 			ID:          j.ID,
 			Collection:  j.Collection,
@@ -56,7 +104,7 @@ func (d *deliverer) Deliver(ctx context.Context, x *slot.Delivery) slot.Delivery
 			Meta:        j.Meta,
 		},
 		IdempotencyKey: webhook.IdempotencyKey(j.Collection, j.ID, j.TriggerTime),
-		SigningKey:     d.key(x.SigningSecret),
+		SigningKey:     key,
 		Timeout:        x.Timeout,
 		Now:            x.Now,
 	})
@@ -69,6 +117,35 @@ func (d *deliverer) Deliver(ctx context.Context, x *slot.Delivery) slot.Delivery
 		RescheduleAt:  res.RescheduleAt,
 		RescheduleIn:  res.RescheduleIn,
 		RescheduleErr: res.RescheduleErr,
-		BodySnippet:   res.BodySnippet,
+		BodySnippet:   excerpt(res.BodySnippet),
+		Permanent:     errors.Is(res.Err, webhook.ErrRefused),
 	}
+}
+
+// excerptMax bounds the part of a receiver's answer kept in last_error.
+const excerptMax = 128
+
+// excerpt is the short, sanitised start of a receiver's answer that
+// last_error keeps: control characters and runs of white space become one
+// space, at most excerptMax bytes of valid UTF-8. Only receivers the
+// egress policy allowed were ever contacted, so this never carries the
+// answer of a refused (internal) target.
+func excerpt(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.IsSpace(r) {
+			if !space && b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			space = true
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > excerptMax {
+			break
+		}
+		b.WriteRune(r)
+		space = false
+	}
+	return strings.TrimSpace(b.String())
 }

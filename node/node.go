@@ -49,6 +49,7 @@ type Node struct {
 	fwd     *forward.Forwarder
 	cluster *cluster.Cluster
 	svc     *service.Service
+	sec     *security
 
 	// wired is closed once every part exists: work that the meta replica
 	// may start before that (its leadership) waits for it.
@@ -95,6 +96,10 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.log = n.log.With("node", n.id.NodeID)
 	n.log.Info("starting", "data_dir", cfg.DataDir, "http_addr", cfg.HTTPAddr, "bind_addr", cfg.BindAddr, "serf_addr", cfg.SerfAddr)
+	if n.sec, err = loadSecurity(&cfg, n.log); err != nil {
+		return nil, err
+	}
+	n.cfg = cfg // loadSecurity sets the TLS dialers
 
 	if n.db, err = storage.Open(filepath.Join(cfg.DataDir, "pebble"), storage.Options{CacheBytes: cfg.CacheBytes, Logger: n.log, OnFatal: n.onFatal}); err != nil {
 		return nil, err
@@ -106,7 +111,11 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.finishDestroys()
-	if n.mux, err = mux.Listen(cfg.BindAddr, n.log); err != nil {
+	muxOpts := mux.Options{Logger: n.log}
+	if n.sec.peerTLS != nil {
+		muxOpts.TLS = n.sec.peerTLS.PeerServerConfig()
+	}
+	if n.mux, err = mux.ListenWith(cfg.BindAddr, muxOpts); err != nil {
 		return nil, err
 	}
 	rpcLn, err := n.mux.Listen(mux.ProtoRPC, 0)
@@ -132,8 +141,9 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 
-	n.webhook = webhook.New(webhook.Options{})
-	n.dlv = newDeliverer(n.webhook)
+	n.sec.egress.SetInternal(n.isInternal)
+	n.webhook = webhook.New(webhook.Options{Egress: n.sec.egress})
+	n.dlv = newDeliverer(n.webhook, n.sec.secrets)
 	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
 
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -146,7 +156,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.cluster = cluster.New(cluster.Config{
 		NodeID: n.id.NodeID, HTTPAddr: n.HTTPAddr(), BindAddr: n.BindAddr(),
 		SerfAddr: cfg.SerfAddr, SerfDir: filepath.Join(cfg.DataDir, "serf"), Join: cfg.Join,
-		BootstrapExpect: cfg.BootstrapExpect, FastGossip: cfg.FastGossip,
+		BootstrapExpect: cfg.BootstrapExpect, FastGossip: cfg.FastGossip, GossipKey: n.sec.gossipKey,
 		SlotCount: n.id.SlotCount, Replicas: cfg.Replicas, FailureGrace: cfg.FailureGrace,
 		MaxMoves: cfg.MoveConcurrency, ReplicaWarnAfter: cfg.ReplicaWarnAfter,
 		Clock: cfg.Clock, Logger: n.log,
@@ -159,6 +169,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.svc = service.New(service.Config{
 		Meta: n.meta, Forward: n.fwd, Cluster: n.cluster, Clock: cfg.Clock, Logger: n.log,
 		OnCreated: func(k int) { n.metrics.created.Add(float64(k)) },
+		Secrets:   n.sec.sealer(), MaxCollections: cfg.MaxCollections, MaxRoutes: cfg.MaxRoutes,
 	})
 	n.api = httpapi.New(n.svc, httpapi.Options{
 		Clock:          cfg.Clock,
@@ -170,6 +181,13 @@ func Start(cfg Config) (_ *Node, err error) {
 			c, _ := n.meta.State().Collection(name)
 			return c
 		},
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		MaxConns:       cfg.MaxConns,
+		MaxConnsPerIP:  cfg.MaxConnsPerIP,
+		Auth:           n.sec.auth,
+		AllowedOrigins: cfg.AllowedOrigins,
+		TLSConfig:      n.sec.httpTLSConfig(),
+		CheckTarget:    n.checkTarget,
 	})
 	n.fwd.Register(n.rpcSrv)
 	n.cluster.Register(n.rpcSrv)

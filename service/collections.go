@@ -12,6 +12,12 @@ import (
 
 // PutCollection creates (created=true) or replaces a collection.
 func (s *Service) PutCollection(ctx context.Context, c model.Collection) (bool, error) {
+	if err := s.admitCollection(c.Name); err != nil {
+		return false, err
+	}
+	if err := s.sealCollection(&c); err != nil {
+		return false, err
+	}
 	res, err := s.fwd.ProposeMeta(ctx, &raftfsm.PutCollection{C: c, Now: s.now()})
 	if err != nil {
 		return false, fail(err)

@@ -9,6 +9,12 @@ import (
 
 // PutRoute creates (created=true) or replaces a route.
 func (s *Service) PutRoute(ctx context.Context, r model.Route) (bool, error) {
+	if err := s.admitRoute(r.Name); err != nil {
+		return false, err
+	}
+	if err := s.sealRoute(&r); err != nil {
+		return false, err
+	}
 	res, err := s.fwd.ProposeMeta(ctx, &raftfsm.PutRoute{R: r, Now: s.now()})
 	if err != nil {
 		return false, fail(err)

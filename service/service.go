@@ -25,6 +25,12 @@ type Config struct {
 	// OnCreated, if set, counts jobs created (metrics).
 	OnCreated func(n int)
 	Logger    *slog.Logger
+	// Secrets, when set, seals signing secrets and sensitive route headers
+	// before they are proposed (secrets.go).
+	Secrets Sealer
+	// MaxCollections and MaxRoutes bound the meta state (limits.go); 0
+	// takes the defaults, negative means no limit.
+	MaxCollections, MaxRoutes int
 }
 
 // Service is the API's backend on a node.
@@ -35,6 +41,9 @@ type Service struct {
 	clock   func() time.Time
 	created func(n int)
 	log     *slog.Logger
+
+	sealer                    Sealer
+	maxCollections, maxRoutes int
 }
 
 // New returns a Service.
@@ -48,7 +57,14 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{meta: cfg.Meta, fwd: cfg.Forward, cluster: cfg.Cluster, clock: cfg.Clock, created: cfg.OnCreated, log: cfg.Logger}
+	if cfg.MaxCollections == 0 {
+		cfg.MaxCollections = DefaultMaxCollections
+	}
+	if cfg.MaxRoutes == 0 {
+		cfg.MaxRoutes = DefaultMaxRoutes
+	}
+	return &Service{meta: cfg.Meta, fwd: cfg.Forward, cluster: cfg.Cluster, clock: cfg.Clock, created: cfg.OnCreated, log: cfg.Logger,
+		sealer: cfg.Secrets, maxCollections: cfg.MaxCollections, maxRoutes: cfg.MaxRoutes}
 }
 
 func (s *Service) now() int64 { return s.clock().UnixMilli() }

@@ -21,6 +21,9 @@ type DeliveryResult struct {
 	RescheduleIn  time.Duration
 	RescheduleErr error
 	BodySnippet   string
+	// Permanent: the attempt was refused before anything was sent (the
+	// callback egress policy) and no retry can change that.
+	Permanent bool
 }
 
 // Verdict is what happens to a job after one attempt.
@@ -64,6 +67,8 @@ type Decision struct {
 func Decide(res DeliveryResult, p model.RetryPolicy, triggerTime int64, attempt int64, now int64, jitter float64) Decision {
 	code := res.StatusCode
 	switch {
+	case res.Permanent:
+		return Decision{Verdict: VerdictFailed, LastError: describe(res) + " (not retried)"}
 	case code >= 200 && code < 300:
 		if res.RescheduleErr != nil {
 			return Decision{Verdict: VerdictSucceeded, LastError: "ignored reschedule answer: " + res.RescheduleErr.Error()}

@@ -64,6 +64,7 @@ func TestDecide(t *testing.T) {
 		{"422 permanent", DeliveryResult{StatusCode: 422}, 1, VerdictFailed, 0},
 		{"302 permanent", DeliveryResult{StatusCode: 302}, 1, VerdictFailed, 0},
 		{"attempts exhausted", DeliveryResult{StatusCode: 500}, 5, VerdictFailed, 0},
+		{"refused by the egress policy: not retried", DeliveryResult{Permanent: true, Err: errors.New("callback to 169.254.169.254 refused by the callback egress policy: --callback-deny 169.254.0.0/16")}, 1, VerdictFailed, 0},
 	}
 	for _, c := range cases {
 		d := Decide(c.res, p, trig, c.attempt, now, 0)

@@ -41,13 +41,21 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	c, err := client.New(cfg.Addrs,
+	opts := []client.Option{
 		client.WithTimeout(cfg.RequestTimeout),
 		client.WithMaxConns(max(cfg.Concurrency, 16)),
 		client.WithUserAgent("timemachine-bench"),
 		// The generator shares cores with the server it measures:
 		// fasthttp gives 2–3× net/http's request rate (BenchmarkDoLoopback).
-		client.WithFastHTTP())
+		client.WithFastHTTP(),
+	}
+	if cfg.Token != "" {
+		opts = append(opts, client.WithToken(cfg.Token))
+	}
+	if cfg.CAFile != "" {
+		opts = append(opts, client.WithCAFile(cfg.CAFile))
+	}
+	c, err := client.New(cfg.Addrs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

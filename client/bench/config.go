@@ -86,6 +86,11 @@ type Config struct {
 	IDPrefix string
 	// RequestTimeout bounds one create request (default 30s).
 	RequestTimeout time.Duration
+	// Token is sent as Authorization: Bearer (servers with --auth-file;
+	// it needs the admin role: the run creates its collection).
+	Token string
+	// CAFile trusts this CA for HTTPS; Addrs may then be host:port.
+	CAFile string
 }
 
 // withDefaults returns cfg with zero fields filled in, or an error for a

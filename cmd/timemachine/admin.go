@@ -230,6 +230,7 @@ nothing and the cluster is healthy (exit 0), or exit 3 when --timeout
 		},
 	}
 	remove.Flags().BoolVar(&force, "force", false, "remove a dead node whatever it holds (its replicas are re-created elsewhere)")
+	cmd.AddCommand(newGossipKeysCmd(&cf))
 	cmd.AddCommand(status, rebalance, compact, transfer, drain, remove)
 	return cmd
 }

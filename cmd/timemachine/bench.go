@@ -80,5 +80,6 @@ how late (or early) each callback arrived.`,
 	f.BoolVar(&cfg.CreateOnly, "create-only", false, "only create (far-future triggers) and report the create rate")
 	f.StringVar(&cfg.IDPrefix, "id-prefix", "", "job id prefix (default: random per run)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	registerAuthFlags(cmd, &cfg.Token, &cfg.CAFile)
 	return cmd
 }

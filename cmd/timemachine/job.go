@@ -19,16 +19,19 @@ type clientFlags struct {
 	output  string
 	addr    string
 	timeout time.Duration
+	token   string
+	caCert  string
 }
 
 func (c *clientFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVarP(&c.output, "output", "o", outputTable, "output format: table (for people) or json (for scripts)")
 	cmd.PersistentFlags().StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP address of any node (several, comma-separated, are tried in turn)")
 	cmd.PersistentFlags().DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
+	registerAuthFlags(cmd, &c.token, &c.caCert)
 }
 
 func (c *clientFlags) client() (*client.Client, context.Context, context.CancelFunc, error) {
-	cl, err := client.New(splitList(c.addr), client.WithTimeout(c.timeout))
+	cl, err := client.New(splitList(c.addr), append(authOptions(c.token, c.caCert), client.WithTimeout(c.timeout))...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -100,6 +100,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newServerCmd(), newJobCmd(), newAdminCmd(), newBenchCmd(), newVersionCmd())
 	root.AddCommand(newCollectionCmd(), newRouteCmd(), newScheduleCmd())
 	root.AddCommand(newHealthCmd()) // the container HEALTHCHECK probe (health.go)
+	root.AddCommand(newTokenCmd())  // API tokens for --auth-file (token.go)
 	strictCommands(root)
 	return root
 }

@@ -41,6 +41,7 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 			}
 			slog.SetDefault(log)
 			tuneGC()
+			raiseFileLimit(log)
 			cfg.Logger = log
 			cfg.CacheBytes = cacheMB << 20
 			cfg.Version = version
@@ -67,6 +68,7 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 	f.IntVar(&cfg.MaxMetaBytes, "max-meta-bytes", model.DefaultMaxMetaBytes, fmt.Sprintf("largest meta a job may carry, in bytes (at most %d)", model.MaxMetaBytesLimit))
 	f.Int64Var(&cacheMB, "cache-mb", 128, "storage block cache, in MiB")
 	f.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (off when empty; keep it on loopback)")
+	addSecurityFlags(f, &cfg)
 	return cmd
 }
 
@@ -126,6 +128,8 @@ func runServer(cfg node.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	stopReload := reloadOnSIGHUP(n, log)
+	defer stopReload()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()

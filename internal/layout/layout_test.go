@@ -27,6 +27,7 @@ var layers = [][]string{
 	{"rpc/httpapi"},
 	{"rpc/webhook", "rpc/peer"},
 	{"rpc/mux"},
+	{"auth", "tlsconf", "secrets"},
 	{"model"},
 }
 

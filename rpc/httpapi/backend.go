@@ -50,4 +50,7 @@ type Backend interface {
 	TransferSlot(ctx context.Context, slot int, to string) (*model.TransferResult, error)
 	DrainNode(ctx context.Context, id string) (*model.DrainResult, error)
 	RemoveNode(ctx context.Context, id string, force bool) (*model.RemoveResult, error)
+	// GossipKeys lists (model.GossipKeyList) or changes (install, use,
+	// remove) the gossip encryption keys of every member.
+	GossipKeys(ctx context.Context, op, key string) (*model.GossipKeyring, error)
 }

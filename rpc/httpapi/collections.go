@@ -130,7 +130,7 @@ func (s *Server) listCollections(r *request) {
 	out := append(make([]byte, 0, 64+len(cs)*256), `{"collections":[`...)
 	first := true
 	for _, c := range cs {
-		if c == nil {
+		if c == nil || !r.visible(c.Name) { // a scoped token sees its collections only
 			continue
 		}
 		if !first {

@@ -303,3 +303,8 @@ func mustJSON(t *testing.T, b []byte, v any) {
 		t.Fatalf("answer is not JSON (%v): %s", err, b)
 	}
 }
+
+func (f *fakeBackend) GossipKeys(_ context.Context, op, key string) (*model.GossipKeyring, error) {
+	f.record("GossipKeys " + op)
+	return &model.GossipKeyring{Keys: map[string]int{"sha256:0123456789abcdef": 1}, Nodes: 1, Responses: 1}, f.err
+}

@@ -239,7 +239,7 @@ func jobFromSpec(coll, id string, spec *model.JobSpec) *model.Job {
 }
 
 func (s *Server) parser(coll string) *jobParser {
-	return &jobParser{coll: coll, maxMetaBytes: s.o.MaxMetaBytes, now: s.o.Clock()}
+	return &jobParser{coll: coll, maxMetaBytes: s.o.MaxMetaBytes, now: s.o.Clock(), target: s.o.CheckTarget}
 }
 
 func setETag(ctx *fasthttp.RequestCtx, version uint64) {

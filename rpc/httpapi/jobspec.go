@@ -29,6 +29,8 @@ type jobParser struct {
 	maxMetaBytes int
 	now          time.Time
 	lastURL      string // the last callback_url that passed checkURL
+	// target vets a callback_url against the egress policy (nil: none).
+	target func(field, rawURL string) *model.Error
 }
 
 // parse validates one job object. pathID is the id from a PUT path ("" for
@@ -103,6 +105,11 @@ func (p *jobParser) parse(o object, pathID string) (id string, spec model.JobSpe
 		if p.lastURL == "" || spec.CallbackURL != p.lastURL {
 			if e := checkURL("callback_url", spec.CallbackURL); e != nil {
 				return id, spec, e
+			}
+			if p.target != nil {
+				if e := p.target("callback_url", spec.CallbackURL); e != nil {
+					return id, spec, e
+				}
 			}
 			p.lastURL = spec.CallbackURL
 		}

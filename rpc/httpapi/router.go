@@ -12,6 +12,7 @@ type handler struct {
 	method string
 	name   string // "POST /v1/collections/{c}/jobs", for Observe and logs
 	fn     func(*Server, *request)
+	perm   access // who may call it (guard.go)
 }
 
 // endpoint is one path pattern and its methods. A segment in braces
@@ -54,6 +55,8 @@ var routes = buildRoutes([]struct {
 	{"POST", "/v1/admin/slots/{n}/transfer", (*Server).transferSlot},
 	{"POST", "/v1/admin/nodes/{id}/drain", (*Server).drainNode},
 	{"DELETE", "/v1/admin/nodes/{id}", (*Server).removeNode},
+	{"GET", "/v1/admin/gossip/keys", (*Server).gossipKeys},
+	{"POST", "/v1/admin/gossip/keys", (*Server).changeGossipKeys},
 })
 
 func buildRoutes(defs []struct {
@@ -69,7 +72,8 @@ func buildRoutes(defs []struct {
 			byPattern[d.pattern] = ep
 			eps = append(eps, ep)
 		}
-		ep.handlers = append(ep.handlers, handler{method: d.method, name: d.method + " " + d.pattern, fn: d.fn})
+		name := d.method + " " + d.pattern
+		ep.handlers = append(ep.handlers, handler{method: d.method, name: name, fn: d.fn, perm: permissionOf(name)})
 	}
 	for _, ep := range eps {
 		var allow []string

@@ -73,6 +73,9 @@ func (s *Server) putRoute(r *request) {
 		return
 	}
 	rt, e := parseRoute(name, b)
+	if e == nil && s.o.CheckTarget != nil {
+		e = s.o.CheckTarget("webhook_url", rt.WebhookURL)
+	}
 	if e != nil {
 		writeError(r.ctx, e)
 		return

@@ -2,14 +2,17 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/timemachine-db/timemachine/auth"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
 )
@@ -17,16 +20,21 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxMetaBytes   = model.DefaultMaxMetaBytes
-	DefaultMaxBodyBytes   = 80 << 20
+	DefaultMaxBodyBytes   = 16 << 20 // API.md §6
 	DefaultBackendTimeout = 30 * time.Second
 )
 
-// Server timeouts. Reads and writes are generous because a request may be
-// an 80 MiB batch and an answer a 1000-job page with large metas.
+// Server timeouts. A slow or idle client holds a connection (and a file
+// descriptor) for at most these: the request line and headers must arrive
+// within headerTimeout of the request's first byte (of the connection, for
+// a new one); the body then gets bodyTimeout, generous because it may be a
+// 16 MiB batch on a slow link. Answers may be a 1000-job page with large
+// metas.
 const (
-	readTimeout    = 60 * time.Second
+	headerTimeout  = 10 * time.Second
+	bodyTimeout    = 60 * time.Second
 	writeTimeout   = 60 * time.Second
-	idleTimeout    = 2 * time.Minute
+	idleTimeout    = 90 * time.Second
 	readBufferSize = 16 << 10 // bounds the request line + headers
 )
 
@@ -36,9 +44,30 @@ type Options struct {
 	Clock func() time.Time
 	// MaxMetaBytes bounds a job's compacted meta (64 KiB); more is 413.
 	MaxMetaBytes int
-	// MaxBodyBytes bounds a request body (80 MiB: a 1000-job batch with
-	// big metas); it is the fasthttp server's MaxRequestBodySize.
+	// MaxBodyBytes bounds a request body (--max-body-bytes, 16 MiB). A
+	// larger one is answered 413 before any of it is read; bodies are
+	// streamed, so no buffer of the announced length is allocated first.
 	MaxBodyBytes int
+	// MaxConns caps the connections open at once (0: no cap); see
+	// guardedListener. MaxConnsPerIP caps them per client address (0: none;
+	// off by default because a load balancer or NAT puts many clients
+	// behind one address).
+	MaxConns      int
+	MaxConnsPerIP int
+	// Auth, when set, requires a token on every request but /healthz and
+	// /readyz and checks each route's declared permission (guard.go). Nil:
+	// the API is open.
+	Auth *auth.Store
+	// AllowedOrigins are browser origins ("https://console.example.com")
+	// allowed to call the API cross-site (--allowed-origins); any other
+	// foreign Origin is refused.
+	AllowedOrigins []string
+	// TLSConfig, when set, serves HTTPS.
+	TLSConfig *tls.Config
+	// CheckTarget, when set, vets every callback_url and webhook_url at
+	// create (the callback egress policy: a literal address the policy
+	// refuses is a 400). It returns nil or the reason.
+	CheckTarget func(field, rawURL string) *model.Error
 	// BackendTimeout bounds each Backend call (30 s).
 	BackendTimeout time.Duration
 	Logger         *slog.Logger
@@ -59,11 +88,13 @@ type Options struct {
 
 // Server is the public HTTP API over a Backend.
 type Server struct {
-	b      Backend
-	o      Options
-	log    *slog.Logger
-	srv    *fasthttp.Server
-	lookup atomic.Pointer[func(string) *model.Collection]
+	b       Backend
+	o       Options
+	log     *slog.Logger
+	srv     *fasthttp.Server
+	lookup  atomic.Pointer[func(string) *model.Collection]
+	origins map[string]struct{}
+	ln      atomic.Pointer[guardedListener]
 }
 
 // New returns a Server answering through b.
@@ -83,7 +114,10 @@ func New(b Backend, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{b: b, o: o, log: o.Logger.With("component", "httpapi")}
+	s := &Server{b: b, o: o, log: o.Logger.With("component", "httpapi"), origins: map[string]struct{}{}}
+	for _, org := range o.AllowedOrigins {
+		s.origins[strings.TrimSuffix(org, "/")] = struct{}{}
+	}
 	if o.LookupCollection != nil {
 		s.SetCollectionLookup(o.LookupCollection)
 	}
@@ -91,10 +125,13 @@ func New(b Backend, o Options) *Server {
 		Handler:                      s.Handler(),
 		ErrorHandler:                 s.transportError,
 		Name:                         "timemachine",
-		ReadTimeout:                  readTimeout,
+		ReadTimeout:                  headerTimeout,
 		WriteTimeout:                 writeTimeout,
 		IdleTimeout:                  idleTimeout,
+		HeaderReceived:               s.headerReceived,
 		MaxRequestBodySize:           o.MaxBodyBytes,
+		StreamRequestBody:            true,
+		MaxConnsPerIP:                o.MaxConnsPerIP,
 		ReadBufferSize:               readBufferSize,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
@@ -125,12 +162,49 @@ func (s *Server) collection(name string) *model.Collection {
 // server of the caller's own or with an in-memory RequestCtx in tests.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.serve }
 
-// Serve answers requests on ln until Shutdown.
+// headerReceived gives the body its own, longer deadline once the headers
+// are in (fasthttp applies ReadTimeout to the headers).
+// A body announced larger than the limit is refused after fasthttp's first
+// 8 KiB read; a client that announces one and sends nothing gets only the
+// header timeout.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	rt := bodyTimeout
+	if h.ContentLength() > s.o.MaxBodyBytes {
+		rt = headerTimeout
+	}
+	return fasthttp.RequestConfig{ReadTimeout: rt, MaxRequestBodySize: s.o.MaxBodyBytes}
+}
+
+// Serve answers requests on ln until Shutdown: over TLS when
+// Options.TLSConfig is set, behind the connection cap and an accept loop
+// that survives accept errors (guardedListener).
 func (s *Server) Serve(ln net.Listener) error {
-	if err := s.srv.Serve(ln); err != nil {
+	gl := newGuardedListener(ln, s.o.MaxConns, s.o.TLSConfig != nil, s.log)
+	s.ln.Store(gl)
+	var served net.Listener = gl
+	if s.o.TLSConfig != nil {
+		served = tls.NewListener(gl, s.o.TLSConfig)
+	}
+	if err := s.srv.Serve(served); err != nil {
 		return fmt.Errorf("httpapi: serve %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+// OpenConns is the number of API connections open now (a metric).
+func (s *Server) OpenConns() int64 {
+	if l := s.ln.Load(); l != nil {
+		return l.Open()
+	}
+	return 0
+}
+
+// RefusedConns counts connections turned away at the cap (a metric).
+func (s *Server) RefusedConns() uint64 {
+	if l := s.ln.Load(); l != nil {
+		return l.refused.Load()
+	}
+	return 0
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests,
@@ -174,6 +248,7 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 type request struct {
 	ctx    *fasthttp.RequestCtx
 	params [2]string
+	who    *auth.Principal // nil when the API is open
 }
 
 // backendCtx is the context of a Backend call. It is detached from the
@@ -197,6 +272,9 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 			s.o.Observe(routeName, ctx.Response.StatusCode(), time.Since(start))
 		}
 	}()
+	if s.preflight(ctx) {
+		return
+	}
 	ep, h, params := match(ctx)
 	if ep == nil {
 		writeError(ctx, model.NotFound("no such endpoint: %s %s; see docs/api.md for the endpoints", ctx.Method(), clip(string(ctx.Path()))))
@@ -209,7 +287,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	routeName = h.name
-	h.fn(s, &request{ctx: ctx, params: params})
+	r := &request{ctx: ctx, params: params}
+	if !s.guard(r, h) {
+		return
+	}
+	h.fn(s, r)
 }
 
 // --- answers ---

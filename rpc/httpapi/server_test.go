@@ -332,6 +332,7 @@ func TestServeRealListener(t *testing.T) {
 		req.Header.SetMethod(method)
 		req.SetRequestURI(base + path)
 		req.SetBodyString(body)
+		req.Header.SetContentType("application/json")
 		if err := c.DoTimeout(req, res, 10*time.Second); err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}

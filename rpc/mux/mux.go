@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -39,25 +40,36 @@ type route struct {
 
 // Mux accepts connections on one TCP listener and routes them by header.
 type Mux struct {
-	ln   net.Listener
-	log  *slog.Logger
-	mu   sync.Mutex
-	subs map[route]*Listener
-	wg   sync.WaitGroup
-	done chan struct{}
-	once sync.Once
+	ln      net.Listener
+	log     *slog.Logger
+	tls     *tls.Config   // nil: plain TCP (tls.go)
+	pending chan struct{} // connections in their handshake or header
+	refused refusals
+	mu      sync.Mutex
+	subs    map[route]*Listener
+	wg      sync.WaitGroup
+	done    chan struct{}
+	once    sync.Once
 }
 
 // Listen binds addr and starts routing connections.
 func Listen(addr string, log *slog.Logger) (*Mux, error) {
+	return ListenWith(addr, Options{Logger: log})
+}
+
+// ListenWith is Listen with options (mutual TLS).
+func ListenWith(addr string, o Options) (*Mux, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on bind address %s: %w", addr, err)
 	}
+	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	m := &Mux{ln: ln, log: log.With("component", "mux"), subs: map[route]*Listener{}, done: make(chan struct{})}
+	log = log.With("component", "mux")
+	m := &Mux{ln: ln, log: log, tls: o.TLS, pending: make(chan struct{}, maxPending),
+		refused: refusals{log: log}, subs: map[route]*Listener{}, done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.serve()
 	return m, nil
@@ -66,8 +78,11 @@ func Listen(addr string, log *slog.Logger) (*Mux, error) {
 // Addr is the bound address.
 func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
 
+// serve accepts until Close. An accept error (out of file descriptors)
+// never stops the internal port: it is retried with a backoff.
 func (m *Mux) serve() {
 	defer m.wg.Done()
+	backoff := 5 * time.Millisecond
 	for {
 		c, err := m.ln.Accept()
 		if err != nil {
@@ -76,34 +91,70 @@ func (m *Mux) serve() {
 				return
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			m.log.Error("accept failed; internal port stops", "error", err)
-			return
+			m.log.Warn("accept failed; retrying", "error", err, "retry_in", backoff)
+			select {
+			case <-m.done:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		select {
+		case m.pending <- struct{}{}:
+		default:
+			m.refused.add(RefusedBusy, c.RemoteAddr(), errors.New("too many connections in their handshake"))
+			_ = c.Close()
+			continue
 		}
 		go m.route(c)
 	}
 }
 
 func (m *Mux) route(c net.Conn) {
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			<-m.pending
+		}
+	}
+	defer release()
+	remote := c.RemoteAddr()
+	if m.tls != nil {
+		tc, err := m.handshake(c)
+		if err != nil {
+			m.refused.add(RefusedTLS, remote, err)
+			_ = c.Close()
+			return
+		}
+		c = tc
+	}
 	var hdr [headerLen]byte
 	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		m.refused.add(RefusedHeader, remote, err)
 		_ = c.Close()
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	if hdr[1] != Version {
-		m.log.Warn("dropping connection with unknown header version", "remote", c.RemoteAddr(), "version", hdr[1])
+		m.refused.add(RefusedHeader, remote, fmt.Errorf("unknown header version %d", hdr[1]))
 		_ = c.Close()
 		return
 	}
+	release()
 	r := route{proto: hdr[0], group: uint16(hdr[2])<<8 | uint16(hdr[3])}
 	m.mu.Lock()
 	sub := m.subs[r]
 	m.mu.Unlock()
+	if sub == nil {
+		m.refused.add(RefusedRoute, remote, fmt.Errorf("protocol %d group %d is not served here", r.proto, r.group))
+	}
 	if sub == nil || !sub.deliver(c) {
 		_ = c.Close()
 	}
@@ -156,19 +207,31 @@ func (m *Mux) Close() error {
 // TCP keepalives are short so a peer that vanished without a reset (power
 // loss, a real partition) is noticed in seconds, not minutes.
 func Dial(addr string, proto byte, group uint16, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}}
-	c, err := d.Dial("tcp", addr)
+	c, err := dialTCP(addr, timeout)
 	if err != nil {
 		return nil, err
 	}
+	if err := sendHeader(c, addr, proto, group, timeout); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func dialTCP(addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}}
+	return d.Dial("tcp", addr)
+}
+
+// sendHeader writes the header for (proto, group); it closes c on error.
+func sendHeader(c net.Conn, addr string, proto byte, group uint16, timeout time.Duration) error {
 	hdr := [headerLen]byte{proto, Version, byte(group >> 8), byte(group)}
 	_ = c.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := c.Write(hdr[:]); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("mux: send header to %s: %w", addr, err)
+		return fmt.Errorf("mux: send header to %s: %w", addr, err)
 	}
 	_ = c.SetWriteDeadline(time.Time{})
-	return c, nil
+	return nil
 }
 
 // Listener is a net.Listener for one (protocol, group) on the shared port.

@@ -128,6 +128,9 @@ type Options struct {
 	// TLSConfig is cloned for https receivers; nil means system roots and
 	// TLS 1.2 or newer. Mainly for tests and private CAs.
 	TLSConfig *tls.Config
+	// Egress, when set, decides which addresses callbacks may reach
+	// (egress.go); every connection is made through it.
+	Egress *Policy
 }
 
 func (o Options) withDefaults() Options {
@@ -154,6 +157,7 @@ func (o Options) withDefaults() Options {
 type Client struct {
 	hc          *fasthttp.Client
 	dialer      *fasthttp.TCPDialer
+	egress      *Policy
 	tlsConfig   *tls.Config
 	dialTimeout time.Duration
 	maxBody     int
@@ -203,6 +207,7 @@ func New(o Options) *Client {
 		// Dual-stack and no concurrency cap: receivers may be IPv6-only, and
 		// the number of dials is already bounded by MaxConnsPerHost.
 		dialer:      &fasthttp.TCPDialer{},
+		egress:      o.Egress,
 		tlsConfig:   tlsConfig,
 		dialTimeout: o.DialTimeout,
 		maxBody:     o.MaxResponseBodySize,
@@ -285,7 +290,15 @@ func (c *Client) clampDial(remaining time.Duration) time.Duration {
 }
 
 func (c *Client) dialPlain(addr string, timeout time.Duration) (net.Conn, error) {
-	return c.dialer.DialDualStackTimeout(addr, c.clampDial(timeout))
+	return c.dialTCP(addr, c.clampDial(timeout))
+}
+
+// dialTCP connects through the egress policy when there is one.
+func (c *Client) dialTCP(addr string, timeout time.Duration) (net.Conn, error) {
+	if c.egress != nil {
+		return c.egress.Dial(addr, timeout)
+	}
+	return c.dialer.DialDualStackTimeout(addr, timeout)
 }
 
 // configureHost gives each https host a dialer that does the TLS handshake
@@ -307,7 +320,7 @@ func (c *Client) configureHost(hc *fasthttp.HostClient) error {
 	hc.DialTimeout = func(addr string, timeout time.Duration) (net.Conn, error) {
 		d := c.clampDial(timeout)
 		deadline := time.Now().Add(d)
-		conn, err := c.dialer.DialDualStackTimeout(addr, d)
+		conn, err := c.dialTCP(addr, d)
 		if err != nil {
 			return nil, err
 		}

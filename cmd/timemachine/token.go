@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/timemachine-db/timemachine/auth"
+	"github.com/timemachine-db/timemachine/model"
+)
+
+func newTokenCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Make API tokens for --auth-file"}
+	var (
+		role        string
+		collections []string
+		name        string
+		asJSON      bool
+	)
+	create := &cobra.Command{
+		Use:   "new",
+		Short: "Print a new random API token and its --auth-file entry",
+		Long: `Prints a new random token (256 bits) on the first line and its entry for the
+"tokens" list of the --auth-file on the second. The file holds only the
+token's SHA-256, so the token is shown this once: hand it to its user, add
+the entry to the auth file of every node, then send the nodes SIGHUP.`,
+		Example: `  timemachine token new --role admin --name ops
+  timemachine token new --role writer --collection billing --name billing-service
+  timemachine token new --role reader --name dashboards -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := auth.ParseRole(role)
+			if err != nil {
+				return fmt.Errorf("--role: %w", err)
+			}
+			for _, c := range collections {
+				if e := model.CheckName("--collection", c); e != nil {
+					return e
+				}
+			}
+			tok, err := auth.NewToken()
+			if err != nil {
+				return err
+			}
+			entry := auth.NewEntry(name, r, collections, tok)
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), struct {
+					Token string     `json:"token"`
+					Entry auth.Entry `json:"entry"`
+				}{tok, entry})
+			}
+			b, err := json.Marshal(entry)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), tok)
+			fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			fmt.Fprintln(cmd.ErrOrStderr(), "Line 1 is the token (shown only now); line 2 goes into the \"tokens\" list of every node's --auth-file, then send the nodes SIGHUP.")
+			return nil
+		},
+	}
+	f := create.Flags()
+	f.StringVar(&role, "role", "", "reader, writer or admin (required)")
+	f.StringSliceVar(&collections, "collection", nil, "limit the token to this collection (repeat or comma-separate; default: every collection)")
+	f.StringVar(&name, "name", "", "a name for the token in logs and error messages")
+	f.BoolVar(&asJSON, "json", false, `print {"token","entry"} as JSON`)
+	_ = create.MarkFlagRequired("role")
+	cmd.AddCommand(create)
+	return cmd
+}

@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// guardedListener keeps the API serving whatever its clients do:
+//
+//   - An accept error never ends Serve. fasthttp's Serve returns on any
+//     accept error that is not a timeout, so running out of file
+//     descriptors (EMFILE) once stopped the API for good while the node
+//     stayed a raft leader. Accept here retries every error but a closed
+//     listener, backing off from 5 ms to 1 s, and logs at most one line a
+//     second.
+//   - At most max connections are open at once, a number the node sizes
+//     below its file-descriptor limit so that idle clients can never take
+//     the descriptors that raft, Pebble and callbacks need. A connection
+//     over the cap is answered 503 with Retry-After (plain HTTP only; a
+//     TLS one is just closed) and closed at once.
+type guardedListener struct {
+	net.Listener
+	log     *slog.Logger
+	max     int64
+	tls     bool
+	open    atomic.Int64
+	refused atomic.Uint64
+
+	mu      sync.Mutex
+	lastLog time.Time
+	missed  int
+}
+
+func newGuardedListener(ln net.Listener, maxConns int, isTLS bool, log *slog.Logger) *guardedListener {
+	return &guardedListener{Listener: ln, log: log, max: int64(maxConns), tls: isTLS}
+}
+
+// overCapAnswer is the whole answer to a connection over the cap.
+var overCapAnswer = func() []byte {
+	body := `{"error":{"code":"unavailable","message":"this node has too many open connections; retry in a second or reuse one"}}`
+	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}()
+
+func (l *guardedListener) Accept() (net.Conn, error) {
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil, err
+			}
+			l.logRateLimited("accepting a connection failed; retrying", "error", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			backoff = min(backoff*2, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if l.max > 0 && l.open.Load() >= l.max {
+			l.refused.Add(1)
+			go l.turnAway(c)
+			continue
+		}
+		l.open.Add(1)
+		return &countedConn{Conn: c, l: l}, nil
+	}
+}
+
+// turnAway answers a connection over the cap without reading from it.
+func (l *guardedListener) turnAway(c net.Conn) {
+	if !l.tls {
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write(overCapAnswer)
+	}
+	_ = c.Close()
+	l.logRateLimited("connection refused: the API's connection cap is reached", "max_conns", l.max)
+}
+
+func (l *guardedListener) logRateLimited(msg string, args ...any) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Sub(l.lastLog) < time.Second {
+		l.missed++
+		l.mu.Unlock()
+		return
+	}
+	missed := l.missed
+	l.lastLog, l.missed = now, 0
+	l.mu.Unlock()
+	l.log.Warn(msg, append(args, "similar_lines_suppressed", missed)...)
+}
+
+// Open is the number of connections open now.
+func (l *guardedListener) Open() int64 { return l.open.Load() }
+
+type countedConn struct {
+	net.Conn
+	l    *guardedListener
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
+}
