@@ -27,7 +27,9 @@ function h(tag, attrs, ...children) {
 const s = (tag, attrs, ...children) => h(tag, { ...attrs, svg: true }, ...children);
 
 const main = () => document.getElementById("main");
-function render(...nodes) { main().replaceChildren(...nodes); }
+// fill replaces el's children, skipping absent ones (null, undefined, false).
+function fill(el, ...kids) { el.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false)); }
+function render(...nodes) { fill(main(), ...nodes); }
 
 function banner(msg, kind = "error") {
   const b = document.getElementById("banner");
@@ -132,7 +134,7 @@ async function pageCluster() {
     const unhealthy = c.slots.filter((x) => x.state !== "healthy" && x.state !== "moving").length;
     const under = c.slots.filter((x) => (x.replicas || []).length < c.replication_factor).length;
     const pending = c.slots.reduce((a, x) => a + (x.pending || 0), 0);
-    summary.replaceChildren(
+    fill(summary, 
       card("Nodes", `${c.nodes.filter((n) => n.status === "alive").length} / ${c.nodes.length} alive`, "nodes"),
       card("Slots", `${c.slot_count} × ${c.replication_factor} replicas`, "slots"),
       card("Without leader", leaderless, "leaderless", leaderless ? "bad" : "good"),
@@ -141,12 +143,12 @@ async function pageCluster() {
       card("Not healthy", unhealthy, "unhealthy", unhealthy ? "warn" : "good"),
       card("Scheduled jobs", pending, "pending"),
     );
-    nodes.replaceChildren(table(["Node", "HTTP", "Status", "Slots led", "Replicas", ""], c.nodes.map((n) => [
+    fill(nodes, table(["Node", "HTTP", "Status", "Slots led", "Replicas", ""], c.nodes.map((n) => [
       h("span", {}, h("span", { class: "dot " + nodeColor(ids, n.id) }), " ", n.id),
       n.http_addr, badge(n.status), n.slots_led, n.replicas,
       [n.id === c.self ? h("span", { class: "tag" }, "this node") : null, n.id === c.meta_leader ? h("span", { class: "tag" }, "meta leader") : null],
     ]), "nodes"));
-    slots.replaceChildren(...c.slots.map((x) => {
+    fill(slots, ...c.slots.map((x) => {
       const state = x.leader ? x.state : "leaderless";
       return h("div", { class: "slot " + String(state).replace(/[^a-z-]/g, ""), "data-testid": "slot" },
         h("div", { class: "slot-head" }, h("strong", {}, "slot " + x.slot), badge(state)),
@@ -246,14 +248,14 @@ async function pageJobs() {
   try {
     const r = await get(`/v1/collections/${enc(c)}/jobs?${qs}`);
     const base = { c, status, from, to, limit };
-    list.replaceChildren(
+    fill(list, 
       table(["Id", "Status", "Trigger time", "Attempts", "Target", "Last error"], jobRows(r.jobs, c, false), "jobs", "No jobs match."),
       h("div", { class: "pager" },
         back.length || cursor ? h("button", { type: "button", onclick: () => go("/jobs", { ...base, cursor: back[back.length - 1] || "", back: back.slice(0, -1).join(",") }) }, "← Previous") : null,
         h("span", { class: "muted small" }, `${r.jobs.length} shown`),
         r.next_cursor ? h("button", { type: "button", "data-testid": "next-page", onclick: () => go("/jobs", { ...base, cursor: r.next_cursor, back: [...back, cursor].join(",") }) }, "Next →") : null));
   } catch (e) {
-    list.replaceChildren(errorBox(e));
+    fill(list, errorBox(e));
   }
 }
 
@@ -276,7 +278,7 @@ function newJobForm(c) {
       try {
         const j = await post(`/v1/collections/${enc(c)}/jobs`, spec);
         go(`/job/${enc(c)}/${enc(j.id)}`);
-      } catch (e) { out.replaceChildren(errorBox(e)); }
+      } catch (e) { fill(out, errorBox(e)); }
     } },
     h("label", {}, "Id (optional) ", h("input", { name: "id", placeholder: "generated", "data-testid": "new-id" })),
     h("label", {}, "Delay ", h("input", { name: "delay", value: "5s", "data-testid": "new-delay" })),
@@ -292,20 +294,20 @@ async function pageJob(c, id) {
   return poll(1500, async () => {
     let j;
     try { j = await get(`/v1/collections/${enc(c)}/jobs/${enc(id)}`); } catch (e) {
-      if (e instanceof ApiError) { box.replaceChildren(errorBox(e)); return; }
+      if (e instanceof ApiError) { fill(box, errorBox(e)); return; }
       throw e;
     }
     const msg = h("div");
     const actions = h("div", { class: "actions" },
       j.status === "failed" ? h("button", { class: "primary", "data-testid": "redrive", onclick: async () => {
-        try { await redrive(c, [j], msg); } catch (e) { msg.replaceChildren(errorBox(e)); }
+        try { await redrive(c, [j], msg); } catch (e) { fill(msg, errorBox(e)); }
       } }, "Redrive") : null,
       j.status === "scheduled" ? h("button", { class: "danger", "data-testid": "cancel", onclick: async () => {
         if (!confirm(`Cancel job ${j.id}?`)) return;
-        try { await del(`/v1/collections/${enc(c)}/jobs/${enc(j.id)}`); go("/jobs", { c }); } catch (e) { msg.replaceChildren(errorBox(e)); }
+        try { await del(`/v1/collections/${enc(c)}/jobs/${enc(j.id)}`); go("/jobs", { c }); } catch (e) { fill(msg, errorBox(e)); }
       } }, "Cancel job") : null);
     const rp = j.retry_policy || {};
-    box.replaceChildren(
+    fill(box, 
       h("div", { class: "cards" }, card("Status", j.status, "status", j.status === "failed" ? "bad" : j.status === "succeeded" ? "good" : ""),
         card("Attempts", `${j.attempts} of ${rp.max_attempts ?? "?"}`, "attempts"), card("Version", j.version, "version")),
       j.last_error ? h("div", { class: "notice error", "data-testid": "last-error" }, h("strong", {}, "Last error: "), j.last_error) : null,
@@ -333,7 +335,7 @@ async function redrive(c, jobs, msg) {
   try {
     const r = await post(`/v1/collections/${enc(c)}/redrive`, { ids: jobs.map((j) => j.id) });
     n = r.redriven;
-    msg.replaceChildren(notice(`Redriven: ${n}.`, "good", "redrive-done"));
+    fill(msg, notice(`Redriven: ${n}.`, "good", "redrive-done"));
     return n;
   } catch (e) {
     if (!(e instanceof ApiError) || !e.notServed) throw e;
@@ -345,7 +347,7 @@ async function redrive(c, jobs, msg) {
     if (j.meta !== undefined) spec.meta = j.meta;
     try { await put(`/v1/collections/${enc(c)}/jobs/${enc(j.id)}`, spec, { ifMatch: j.version }); n++; } catch (e) { errors.push(`${j.id}: ${e.message}`); }
   }
-  msg.replaceChildren(
+  fill(msg, 
     notice("Bulk redrive (POST /v1/collections/{c}/redrive) is not available on this server; each job was redriven with its own PUT.", "info", "redrive-fallback"),
     notice(`Redriven: ${n}.` + (errors.length ? " Failed: " + errors.join("; ") : ""), errors.length ? "error" : "good", "redrive-done"));
   return n;
@@ -364,14 +366,14 @@ async function pageDead() {
   let r;
   try {
     r = await get(`/v1/collections/${enc(c)}/jobs?status=failed&limit=100${cursor ? "&cursor=" + enc(cursor) : ""}`);
-  } catch (e) { list.replaceChildren(errorBox(e)); return; }
+  } catch (e) { fill(list, errorBox(e)); return; }
   const byId = new Map(r.jobs.map((j) => [j.id, j]));
   const picked = () => [...list.querySelectorAll("input.pick:checked")].map((el) => byId.get(el.dataset.id));
   const run = async (jobs) => {
-    if (!jobs.length) { msg.replaceChildren(notice("Select dead letters first.", "info")); return; }
-    try { await redrive(c, jobs, msg); setTimeout(() => route(), 1200); } catch (e) { msg.replaceChildren(errorBox(e)); }
+    if (!jobs.length) { fill(msg, notice("Select dead letters first.", "info")); return; }
+    try { await redrive(c, jobs, msg); setTimeout(() => route(), 1200); } catch (e) { fill(msg, errorBox(e)); }
   };
-  list.replaceChildren(
+  fill(list, 
     r.jobs.length ? h("div", { class: "actions" },
       h("button", { type: "button", class: "primary", "data-testid": "redrive-selected", onclick: () => run(picked()) }, "Redrive selected"),
       h("button", { type: "button", "data-testid": "redrive-all", onclick: () => run(r.jobs) }, `Redrive all ${r.jobs.length} shown`)) : null,
@@ -389,7 +391,7 @@ async function pageSchedules() {
   try {
     const r = await get(`/v1/collections/${enc(c)}/schedules?limit=100${cursor ? "&cursor=" + enc(cursor) : ""}`);
     const items = r.schedules || [];
-    list.replaceChildren(table(["Id", "When", "Timezone", "Target", "Next fire", "Last fire", "Last status", "Paused"], items.map((x) => [
+    fill(list, table(["Id", "When", "Timezone", "Target", "Next fire", "Last fire", "Last status", "Paused"], items.map((x) => [
       h("a", { href: `#/jobs?c=${enc(c)}` }, x.id), x.cron ? h("code", {}, x.cron) : "every " + x.every, x.timezone || "UTC",
       x.route ? "route " + x.route : h("code", { class: "small" }, x.callback_url || ""), fmtTime(x.next_fire_at), fmtTime(x.last_fire_at),
       x.last_status ? badge(x.last_status) : "—", x.paused ? "paused" : "",
@@ -397,8 +399,8 @@ async function pageSchedules() {
     r.next_cursor ? h("div", { class: "pager" }, h("button", { type: "button", onclick: () => go("/schedules", { c, cursor: r.next_cursor }) }, "Next →")) : null);
   } catch (e) {
     if (e instanceof ApiError && e.notServed) {
-      list.replaceChildren(notice("Schedules are not available on this server: it does not serve GET /v1/collections/{c}/schedules (recurring jobs come with a later version). One-shot jobs work as usual.", "info", "schedules-unavailable"));
-    } else list.replaceChildren(errorBox(e));
+      fill(list, notice("Schedules are not available on this server: it does not serve GET /v1/collections/{c}/schedules (recurring jobs come with a later version). One-shot jobs work as usual.", "info", "schedules-unavailable"));
+    } else fill(list, errorBox(e));
   }
 }
 
@@ -430,16 +432,16 @@ async function pageMetrics() {
     const all = cur.lateness;
     const fire = r("timemachine_jobs_fired_total");
     cur.fire = fire;
-    cards.replaceChildren(
+    fill(cards, 
       card("Fire rate", fmtRate(fire), "fire-rate"),
       card("First attempts", fmtRate(r("timemachine_jobs_fired_first_total")), "first-rate"),
       card("Created", fmtRate(r("timemachine_jobs_created_total")), "create-rate"),
       card("Lateness p50", fmtSeconds(prom.quantile(0.5, win)), "p50"),
       card("Lateness p90", fmtSeconds(prom.quantile(0.9, win)), "p90"),
       card("Lateness p99", fmtSeconds(prom.quantile(0.99, win)), "p99"));
-    chart.replaceChildren(sparkline(history.map((x) => x.fire ?? 0)));
+    fill(chart, sparkline(history.map((x) => x.fire ?? 0)));
     const outcomes = ["succeeded", "retried", "rescheduled", "failed"];
-    tbl.replaceChildren(h("h2", {}, "Since this node started"), table(["", "Value"], [
+    fill(tbl, h("h2", {}, "Since this node started"), table(["", "Value"], [
       ["Callback attempts", prom.sum(cur.samples, "timemachine_jobs_fired_total") ?? "—"],
       ...outcomes.map((o) => [`Attempts that ${o === "retried" ? "were retried" : o === "rescheduled" ? "rescheduled" : o}`, prom.sum(cur.samples, "timemachine_job_attempt_outcomes_total", { outcome: o }) ?? "—"]),
       ["Lateness p50 / p99 (all time)", fmtSeconds(prom.quantile(0.5, all)) + " / " + fmtSeconds(prom.quantile(0.99, all))],
@@ -452,10 +454,10 @@ function sparkline(values) {
   const w = 600, hgt = 120, n = Math.max(values.length, 2);
   const max = Math.max(1, ...values);
   const pts = values.map((v, i) => `${(i / (n - 1)) * w},${hgt - (v / max) * (hgt - 10) - 5}`).join(" ");
-  return s("svg", { viewBox: `0 0 ${w} ${hgt}`, class: "spark", role: "img", "aria-label": "fire rate over the last two minutes" },
-    s("line", { x1: 0, y1: hgt - 5, x2: w, y2: hgt - 5, class: "axis" }),
-    s("polyline", { points: pts, class: "series" }),
-    s("text", { x: 4, y: 14, class: "label" }, `max ${max.toFixed(1)}/s`));
+  return [h("div", { class: "muted small" }, `last ${values.length} scrapes · top of the chart ${max.toFixed(1)}/s`),
+    s("svg", { viewBox: `0 0 ${w} ${hgt}`, preserveAspectRatio: "none", class: "spark", role: "img", "aria-label": "fire rate over the last two minutes" },
+      s("line", { x1: 0, y1: hgt - 5, x2: w, y2: hgt - 5, class: "axis" }),
+      s("polyline", { points: pts, class: "series" }))];
 }
 
 // ---- routing ----
