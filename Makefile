@@ -10,7 +10,7 @@ STATICCHECK_VERSION ?= v0.6.1
 
 export TIMEMACHINE_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build run test test-unit test-e2e lint lint-deploy fmt bench bench-go soak nemesis nemesis-short cluster clean release
+.PHONY: all build run test test-unit test-e2e test-ui openapi lint lint-deploy fmt bench bench-go soak nemesis nemesis-short cluster clean release
 
 all: build
 
@@ -44,6 +44,16 @@ test-unit:
 
 test-e2e: build
 	$(GO) test -count=1 -timeout 12m -v ./e2e/...
+
+# The web console in headless Chromium (Debian's chromium package, which
+# .ci/run installs) against a 3-node cluster: every page, the token
+# prompt, create → fire → dead letter → redrive; screenshots into docs/img.
+test-ui: build
+	TIMEMACHINE_UI=1 TIMEMACHINE_UI_SHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -timeout 5m -run '^TestConsole$$' -v ./e2e/
+
+# docs/openapi.json is a copy of the embedded OpenAPI document.
+openapi:
+	cp rpc/openapi/openapi.json docs/openapi.json
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
