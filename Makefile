@@ -28,11 +28,13 @@ run: build
 	./$(BIN) server
 
 # Unit, fuzz-corpus, FSM, storage-crash and in-process tests (with -race),
-# then end-to-end tests of the real binary (real processes, kill -9).
+# then end-to-end tests of the real binary (real processes, kill -9), with
+# the console's browser test when Chromium is installed (TIMEMACHINE_UI=auto;
+# ~25 s; make test-ui runs it alone and refreshes the screenshots).
 test: build lint-deploy
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
-	$(GO) test -count=1 -timeout 12m ./e2e/...
+	TIMEMACHINE_UI=auto $(GO) test -count=1 -timeout 12m ./e2e/...
 
 # The short nemesis (~75 s, real processes; docs/reliability.md). It joins
 # `make test` once the contract violations it finds are fixed (issue 10).
