@@ -223,7 +223,7 @@ func TestConsole(t *testing.T) {
 	// Data to look at: a collection whose jobs give up after one attempt,
 	// a route, and 25 jobs due in an hour (two pages of 10 and one of 5).
 	const coll = "notifications"
-	n1.putCollection(t, coll, map[string]any{"retry_policy": map[string]any{"max_attempts": 1}, "retention": "1h"})
+	n1.putCollection(t, coll, map[string]any{"retry_policy": map[string]any{"max_attempts": 1}, "retention": "1h", "signing_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
 	if r := n1.Do(t, "PUT", "/v1/routes/billing", map[string]any{"webhook_url": rcv.URL + "/billing", "headers": map[string]string{"X-Team": "payments"}, "timeout": "5s"}); r.Status != 201 {
 		t.Fatalf("PUT route: %s", r)
 	}
@@ -328,6 +328,14 @@ func TestConsole(t *testing.T) {
 		chromedp.Click(`input.pick[data-id="invoice-7"]`, chromedp.ByQuery),
 		chromedp.Click("[data-testid=redrive-selected]", chromedp.ByQuery),
 		chromedp.WaitVisible("[data-testid=redrive-done]", chromedp.ByQuery))
+	// Redrive goes through POST …/redrive where the server has it, else one
+	// PUT per job; the console says which.
+	var fallback bool
+	step(t, ctx, "which redrive", 5*time.Second, chromedp.Evaluate(`!!document.querySelector('[data-testid=redrive-fallback]')`, &fallback))
+	bulk := n1.Do(t, "POST", "/v1/collections/"+coll+"/redrive", map[string]any{"ids": []string{}})
+	if served := !(bulk.Status == 404 && strings.Contains(string(bulk.Body), "no such endpoint")); fallback == served {
+		t.Errorf("bulk redrive served: %v (%s), but the console's fallback notice shown: %v", served, bulk, fallback)
+	}
 	rcv.WaitN(t, coll, "invoice-7", 2, 30*time.Second)
 	j := n1.waitStatus(t, coll, "invoice-7", "succeeded", 30*time.Second)
 	if j.Attempts != 1 {
@@ -379,6 +387,15 @@ func TestConsole(t *testing.T) {
 		if fmt.Sprint(got) != want {
 			t.Errorf("%s = %v, want %s", expr, got, want)
 		}
+	}
+
+	// Without an auth file the console asks for nothing.
+	if !secureMode {
+		open := startServer(t)
+		step(t, ctx, "an open server: no token prompt", 20*time.Second,
+			chromedp.Evaluate(`sessionStorage.clear()`, nil),
+			chromedp.Navigate(open.url("/ui/")),
+			until(`document.querySelectorAll('[data-testid=slot]').length > 0 && !document.querySelector('#token-dialog[open]')`, 20*time.Second))
 	}
 
 	// The security headers the browser saw, and nothing refused.

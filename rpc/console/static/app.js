@@ -174,7 +174,7 @@ function table(headers, rows, testid, empty = "Nothing here.") {
 
 function policy(p) {
   if (!p) return "—";
-  return `${p.max_attempts} attempts, ${p.initial_interval} ×${p.multiplier} ≤ ${p.max_interval}, max age ${p.max_age}`;
+  return `${p.max_attempts} attempt${p.max_attempts === 1 ? "" : "s"}, ${p.initial_interval} ×${p.multiplier} ≤ ${p.max_interval}, max age ${p.max_age}`;
 }
 
 async function pageCollections() {
@@ -443,12 +443,19 @@ async function pageMetrics() {
     const outcomes = ["succeeded", "retried", "rescheduled", "failed"];
     fill(tbl, h("h2", {}, "Since this node started"), table(["", "Value"], [
       ["Callback attempts", prom.sum(cur.samples, "timemachine_jobs_fired_total") ?? "—"],
-      ...outcomes.map((o) => [`Attempts that ${o === "retried" ? "were retried" : o === "rescheduled" ? "rescheduled" : o}`, prom.sum(cur.samples, "timemachine_job_attempt_outcomes_total", { outcome: o }) ?? "—"]),
+      ...outcomes.map((o) => [OUTCOME_LABEL[o], prom.sum(cur.samples, "timemachine_job_attempt_outcomes_total", { outcome: o }) ?? "—"]),
       ["Lateness p50 / p99 (all time)", fmtSeconds(prom.quantile(0.5, all)) + " / " + fmtSeconds(prom.quantile(0.99, all))],
       ["Scheduled jobs on this node's slots", prom.sum(cur.samples, "timemachine_pending_jobs", { role: "leader" }) ?? "—"],
     ], "metrics-table"));
   });
 }
+
+const OUTCOME_LABEL = {
+  succeeded: "Attempts that succeeded",
+  retried: "Attempts to be retried",
+  rescheduled: "Attempts answered with a reschedule",
+  failed: "Attempts that made a dead letter",
+};
 
 function sparkline(values) {
   const w = 600, hgt = 120, n = Math.max(values.length, 2);
