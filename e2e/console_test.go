@@ -214,6 +214,8 @@ func TestConsole(t *testing.T) {
 	dir := os.Getenv("TIMEMACHINE_UI_SHOTS")
 	if dir == "" {
 		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	shot := shots{t, dir}
 	n1 := c.Nodes[0]
