@@ -359,13 +359,22 @@ func TestConsole(t *testing.T) {
 	step(t, ctx, "the metrics page", 15*time.Second,
 		chromedp.Navigate(base+"/ui/#/metrics"),
 		chromedp.WaitVisible("[data-testid=card-fire-rate]", chromedp.ByQuery))
-	var burst []map[string]any
-	for i := range 90 {
-		burst = append(burst, map[string]any{"id": fmt.Sprintf("tick-%02d", i), "delay": fmt.Sprintf("%dms", 1000+i*40), "route": "billing"})
+	// The node may lead no slot the burst lands in while it fires
+	// (leaderships move while a new cluster evens them out): then another
+	// burst, at most three.
+	metricsShown := `(() => { const v = document.querySelector('[data-testid=card-p99] .card-value'); return !!v && v.textContent !== '—' && /\d/.test(document.querySelector('[data-testid=card-fire-rate] .card-value').textContent); })()`
+	shown := false
+	for round := 0; round < 3 && !shown; round++ {
+		var burst []map[string]any
+		for i := range 90 {
+			burst = append(burst, map[string]any{"id": fmt.Sprintf("tick-%d-%02d", round, i), "delay": fmt.Sprintf("%dms", 1000+i*40), "route": "billing"})
+		}
+		n1.createBatch(t, coll, burst)
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		shown = chromedp.Run(wctx, until(metricsShown, 15*time.Second)) == nil
+		cancel()
 	}
-	n1.createBatch(t, coll, burst)
-	step(t, ctx, "fire rate and lateness", 30*time.Second,
-		until(`(() => { const v = document.querySelector('[data-testid=card-p99] .card-value'); return !!v && v.textContent !== '—' && /\d/.test(document.querySelector('[data-testid=card-fire-rate] .card-value').textContent); })()`, 30*time.Second))
+	step(t, ctx, "fire rate and lateness", 5*time.Second, until(metricsShown, 5*time.Second))
 	// A few scrapes so the chart has a line.
 	step(t, ctx, "a few scrapes", 10*time.Second, chromedp.Sleep(4500*time.Millisecond))
 	shot.take(ctx, "console-metrics.png")
