@@ -31,6 +31,11 @@ const main = () => document.getElementById("main");
 function fill(el, ...kids) { el.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false)); }
 function render(...nodes) { fill(main(), ...nodes); }
 
+// navGen counts navigations: a page that awaited the API checks that it is
+// still the page shown before drawing (a quick click elsewhere wins).
+let navGen = 0;
+const stale = (gen) => gen !== navGen;
+
 function banner(msg, kind = "error") {
   const b = document.getElementById("banner");
   if (!msg) { b.classList.add("hidden"); return; }
@@ -178,8 +183,10 @@ function policy(p) {
 }
 
 async function pageCollections() {
+  const gen = navGen;
   render(h("h1", {}, "Collections & routes"), h("p", { class: "muted" }, "Loading…"));
   const [cs, rs] = await Promise.allSettled([get("/v1/collections"), get("/v1/routes")]);
+  if (stale(gen)) return;
   const out = [h("h1", {}, "Collections & routes"), h("h2", {}, "Collections")];
   if (cs.status === "fulfilled") {
     collectionsCache = cs.value.collections.map((c) => c.name);
@@ -219,6 +226,7 @@ function jobRows(jobs, c, selectable) {
 }
 
 async function pageJobs() {
+  const gen = navGen;
   const q = params();
   const c = q.get("c") || (await collectionNames().catch(() => ["default"]))[0] || "default";
   const status = q.get("status") || "";
@@ -239,6 +247,7 @@ async function pageJobs() {
   h("label", {}, "Page size ", h("input", { type: "number", name: "limit", min: 1, max: 1000, value: limit, class: "narrow" })),
   h("button", { type: "submit", class: "primary" }, "Search"));
   const list = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  if (stale(gen)) return;
   render(h("h1", {}, "Jobs"), form, list, newJobForm(c));
   const qs = new URLSearchParams({ limit });
   if (status) qs.set("status", status);
@@ -354,14 +363,17 @@ async function redrive(c, jobs, msg) {
 }
 
 async function pageDead() {
+  const gen = navGen;
   const q = params();
   const c = q.get("c") || (await collectionNames().catch(() => ["default"]))[0] || "default";
   const cursor = q.get("cursor") || "";
   const msg = h("div");
   const list = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const picker = await collectionSelect(c, (ev) => go("/dead", { c: ev.target.value }));
+  if (stale(gen)) return;
   render(h("h1", {}, "Dead letters"),
     h("p", { class: "muted" }, "Jobs whose retries ran out or whose receiver refused them (status=failed). They stay for the collection's retention. Redrive sends them again now, with attempts reset."),
-    h("form", { class: "filters" }, h("label", {}, "Collection ", await collectionSelect(c, (ev) => go("/dead", { c: ev.target.value })))),
+    h("form", { class: "filters" }, h("label", {}, "Collection ", picker)),
     msg, list);
   let r;
   try {
@@ -382,12 +394,14 @@ async function pageDead() {
 }
 
 async function pageSchedules() {
+  const gen = navGen;
   const q = params();
   const c = q.get("c") || (await collectionNames().catch(() => ["default"]))[0] || "default";
   const cursor = q.get("cursor") || "";
   const list = h("div", {}, h("p", { class: "muted" }, "Loading…"));
-  render(h("h1", {}, "Schedules"),
-    h("form", { class: "filters" }, h("label", {}, "Collection ", await collectionSelect(c, (ev) => go("/schedules", { c: ev.target.value })))), list);
+  const picker = await collectionSelect(c, (ev) => go("/schedules", { c: ev.target.value }));
+  if (stale(gen)) return;
+  render(h("h1", {}, "Schedules"), h("form", { class: "filters" }, h("label", {}, "Collection ", picker)), list);
   try {
     const r = await get(`/v1/collections/${enc(c)}/schedules?limit=100${cursor ? "&cursor=" + enc(cursor) : ""}`);
     const items = r.schedules || [];
@@ -472,25 +486,30 @@ function sparkline(values) {
 let stop = null;
 async function route() {
   if (stop) { stop(); stop = null; }
+  const gen = ++navGen;
   banner("");
   const [path] = location.hash.slice(1).split("?");
   const parts = (path || "/cluster").split("/").filter(Boolean).map(decodeURIComponent);
   const page = parts[0] || "cluster";
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.page === (page === "job" ? "jobs" : page));
+  let halt;
   try {
     switch (page) {
-      case "cluster": stop = await pageCluster(); break;
-      case "collections": stop = await pageCollections(); break;
-      case "jobs": stop = await pageJobs(); break;
-      case "job": stop = await pageJob(parts[1], parts.slice(2).join("/")); break;
-      case "dead": stop = await pageDead(); break;
-      case "schedules": stop = await pageSchedules(); break;
-      case "metrics": stop = await pageMetrics(); break;
+      case "cluster": halt = await pageCluster(); break;
+      case "collections": halt = await pageCollections(); break;
+      case "jobs": halt = await pageJobs(); break;
+      case "job": halt = await pageJob(parts[1], parts.slice(2).join("/")); break;
+      case "dead": halt = await pageDead(); break;
+      case "schedules": halt = await pageSchedules(); break;
+      case "metrics": halt = await pageMetrics(); break;
       default: render(h("h1", {}, "Not found"), h("p", {}, "No such page: ", path));
     }
   } catch (e) {
-    render(errorBox(e));
+    if (!stale(gen)) render(errorBox(e));
   }
+  // A page left while it loaded stops its polling at once.
+  if (stale(gen)) { if (halt) halt(); return; }
+  stop = halt || null;
   document.body.dataset.page = page;
 }
 
