@@ -1,7 +1,9 @@
 package console
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"io/fs"
 	"path"
 )
@@ -27,6 +29,21 @@ func File(name string) (body []byte, contentType string, ok bool) {
 	}
 	return b, typeOf(name), true
 }
+
+// etags are the files' entity tags (a digest of the content), so a
+// browser revalidating a file it has gets 304 instead of the file.
+var etags = func() map[string]string {
+	out := map[string]string{}
+	for _, name := range Names() {
+		b, _ := fs.ReadFile(files, name)
+		sum := sha256.Sum256(b)
+		out[name] = `"` + hex.EncodeToString(sum[:12]) + `"`
+	}
+	return out
+}()
+
+// ETag returns the entity tag of the named file ("" when there is none).
+func ETag(name string) string { return etags[name] }
 
 // Names lists the console's files.
 func Names() []string {

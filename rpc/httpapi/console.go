@@ -56,6 +56,12 @@ func (s *Server) serveConsole(r *request, name string) {
 		writeError(r.ctx, model.NotFound("no such console file: %q", clip(name)))
 		return
 	}
+	tag := console.ETag(name)
+	r.ctx.Response.Header.Set("ETag", tag)
+	if inm := r.ctx.Request.Header.Peek("If-None-Match"); len(inm) > 0 && string(inm) == tag {
+		r.ctx.SetStatusCode(fasthttp.StatusNotModified)
+		return
+	}
 	r.ctx.SetStatusCode(fasthttp.StatusOK)
 	r.ctx.SetContentType(ct)
 	r.ctx.SetBody(body)

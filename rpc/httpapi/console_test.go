@@ -172,6 +172,18 @@ func TestConsoleServing(t *testing.T) {
 			t.Errorf("GET /ui/%s: Content-Type %q", name, ct)
 		}
 		checkHeaders("GET /ui/"+name, r)
+		// Revalidation: the same tag is 304 without a body; another is 200.
+		tag := r.header["Etag"]
+		if tag == "" {
+			t.Errorf("GET /ui/%s: no ETag", name)
+			continue
+		}
+		if r := do(h, "GET", "/ui/"+name, "", "If-None-Match", tag); r.status != 304 || len(r.body) != 0 {
+			t.Errorf("GET /ui/%s If-None-Match its tag: %d, %d bytes", name, r.status, len(r.body))
+		}
+		if r := do(h, "GET", "/ui/"+name, "", "If-None-Match", `"other"`); r.status != 200 {
+			t.Errorf("GET /ui/%s If-None-Match another tag: %d", name, r.status)
+		}
 	}
 	for _, bad := range []string{"/ui/nope.js", "/ui/..%2fgo.mod", "/ui/.hidden"} {
 		r := do(h, "GET", bad, "")
