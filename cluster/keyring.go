@@ -159,22 +159,7 @@ func (c *Cluster) GossipKeys(ctx context.Context, op, key string) (*model.Gossip
 		}
 		return nil, model.Internal("gossip keyring %s: %v", op, a.err)
 	}
-	out := &model.GossipKeyring{
-		Keys: map[string]int{}, PrimaryKeys: map[string]int{},
-		Nodes: a.resp.NumNodes, Responses: a.resp.NumResp,
-	}
-	for k, n := range a.resp.Keys {
-		out.Keys[keyFingerprint(k)] = n
-	}
-	for k, n := range a.resp.PrimaryKeys {
-		out.PrimaryKeys[keyFingerprint(k)] = n
-	}
-	if len(a.resp.Messages) > 0 {
-		out.Errors = map[string]string{}
-		for node, msg := range a.resp.Messages {
-			out.Errors[node] = msg
-		}
-	}
+	out := keyringOf(a.resp)
 	if a.err != nil {
 		var failed []string
 		for node, msg := range out.Errors {
@@ -187,6 +172,34 @@ func (c *Cluster) GossipKeys(ctx context.Context, op, key string) (*model.Gossip
 	}
 	c.log.Info("gossip keyring changed", "op", op, "members", a.resp.NumNodes)
 	return out, nil
+}
+
+// keyringOf renders serf's answer by key fingerprint. Serf counts every
+// member's primary key in PrimaryKeys even for install/use/remove, whose
+// answers carry none: those empty keys are not a key, and are left out
+// (they used to show as the fingerprint of the empty string).
+func keyringOf(r *serf.KeyResponse) *model.GossipKeyring {
+	out := &model.GossipKeyring{
+		Keys: map[string]int{}, PrimaryKeys: map[string]int{},
+		Nodes: r.NumNodes, Responses: r.NumResp,
+	}
+	for k, n := range r.Keys {
+		if k != "" {
+			out.Keys[keyFingerprint(k)] = n
+		}
+	}
+	for k, n := range r.PrimaryKeys {
+		if k != "" {
+			out.PrimaryKeys[keyFingerprint(k)] = n
+		}
+	}
+	if len(r.Messages) > 0 {
+		out.Errors = map[string]string{}
+		for node, msg := range r.Messages {
+			out.Errors[node] = msg
+		}
+	}
+	return out
 }
 
 func mustDecode(s string) []byte {

@@ -285,3 +285,38 @@ func collectionWithSecret(name, secret string) model.Collection {
 func routeWithHeader(name, bearer string) model.Route {
 	return model.Route{Name: name, WebhookURL: "http://127.0.0.1:9/hook", Headers: map[string]string{"Authorization": bearer, "X-Plain": "visible"}}
 }
+
+// --max-collections and --max-routes: a new one past the limit is a 409
+// conflict that says so; replacing an existing one is always allowed.
+func TestMetaLimits(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxCollections, cfg.MaxRoutes = 3, 1
+	cfg.SecretsKeyFile = writeSecretsKey(t, t.TempDir())
+	n := startReady(t, cfg)
+	defer n.Close()
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		if _, err := n.svc.PutCollection(ctx, model.Collection{Name: fmt.Sprintf("c%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := n.svc.PutCollection(ctx, model.Collection{Name: "c4"})
+	if e, ok := model.AsError(err); !ok || e.Kind != model.KindConflict || !strings.Contains(e.Message, "--max-collections") {
+		t.Fatalf("fourth collection: %v", err)
+	}
+	if _, err := n.svc.PutCollection(ctx, model.Collection{Name: "c1", RetentionMs: 60_000}); err != nil {
+		t.Fatalf("replacing an existing collection: %v", err)
+	}
+	if _, err := n.svc.PutRoute(ctx, routeWithHeader("r1", testBearer)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.svc.PutRoute(ctx, routeWithHeader("r2", testBearer)); !model.IsKind(err, model.KindConflict) {
+		t.Fatalf("second route: %v", err)
+	}
+	// A sensitive header too long to be stored sealed is a 400, not a
+	// raft entry replicas could not decode.
+	_, err = n.svc.PutRoute(ctx, routeWithHeader("r1", "Bearer "+strings.Repeat("x", model.MaxHeaderValueLen-10)))
+	if e, ok := model.AsError(err); !ok || e.Kind != model.KindInvalidArgument || !strings.Contains(e.Message, "encrypted") {
+		t.Fatalf("oversized sealed header: %v", err)
+	}
+}

@@ -14,9 +14,9 @@ import (
 // MetaState is one immutable version of the meta state. Readers get it
 // without locks; Apply builds the next version and swaps the pointer.
 type MetaState struct {
-	Index       uint64                       `json:"index"`
-	Collections map[string]*model.Collection `json:"collections"`
-	Routes      map[string]*model.Route      `json:"routes"`
+	Index       uint64                        `json:"index"`
+	Collections ShardedMap[*model.Collection] `json:"collections"`
+	Routes      ShardedMap[*model.Route]      `json:"routes"`
 
 	// The cluster: its shape (fixed at formation), members and the desired
 	// replica set of every slot.
@@ -29,7 +29,7 @@ type MetaState struct {
 // Collection returns a collection's config. The default collection exists
 // even when it was never configured.
 func (s *MetaState) Collection(name string) (*model.Collection, bool) {
-	if c, ok := s.Collections[name]; ok {
+	if c, ok := s.Collections.Get(name); ok {
 		return c, true
 	}
 	if name == model.DefaultCollection {
@@ -41,11 +41,12 @@ func (s *MetaState) Collection(name string) (*model.Collection, bool) {
 // CollectionList returns every collection, including the implicit default,
 // sorted by name.
 func (s *MetaState) CollectionList() []*model.Collection {
-	out := make([]*model.Collection, 0, len(s.Collections)+1)
-	for _, c := range s.Collections {
+	out := make([]*model.Collection, 0, s.Collections.Len()+1)
+	s.Collections.Range(func(_ string, c *model.Collection) bool {
 		out = append(out, c)
-	}
-	if _, ok := s.Collections[model.DefaultCollection]; !ok {
+		return true
+	})
+	if _, ok := s.Collections.Get(model.DefaultCollection); !ok {
 		out = append(out, &model.Collection{Name: model.DefaultCollection})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -54,16 +55,16 @@ func (s *MetaState) CollectionList() []*model.Collection {
 
 // Route returns a route.
 func (s *MetaState) Route(name string) (*model.Route, bool) {
-	r, ok := s.Routes[name]
-	return r, ok
+	return s.Routes.Get(name)
 }
 
 // RouteList returns every route sorted by name.
 func (s *MetaState) RouteList() []*model.Route {
-	out := make([]*model.Route, 0, len(s.Routes))
-	for _, r := range s.Routes {
+	out := make([]*model.Route, 0, s.Routes.Len())
+	s.Routes.Range(func(_ string, r *model.Route) bool {
 		out = append(out, r)
-	}
+		return true
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
@@ -71,8 +72,8 @@ func (s *MetaState) RouteList() []*model.Route {
 func (s *MetaState) clone() *MetaState {
 	n := &MetaState{
 		Index:             s.Index,
-		Collections:       make(map[string]*model.Collection, len(s.Collections)),
-		Routes:            make(map[string]*model.Route, len(s.Routes)),
+		Collections:       s.Collections.fork(), // copy-on-write (cowmap.go)
+		Routes:            s.Routes.fork(),
 		SlotCount:         s.SlotCount,
 		ReplicationFactor: s.ReplicationFactor,
 		Nodes:             make(map[string]*model.Node, len(s.Nodes)),
@@ -80,12 +81,6 @@ func (s *MetaState) clone() *MetaState {
 	}
 	for k, v := range s.Nodes {
 		n.Nodes[k] = v
-	}
-	for k, v := range s.Collections {
-		n.Collections[k] = v
-	}
-	for k, v := range s.Routes {
-		n.Routes[k] = v
 	}
 	return n
 }
@@ -103,7 +98,7 @@ type MetaFSM struct {
 // NewMetaFSM returns an empty meta state machine.
 func NewMetaFSM() *MetaFSM {
 	f := &MetaFSM{}
-	f.state.Store(&MetaState{Collections: map[string]*model.Collection{}, Routes: map[string]*model.Route{}, Nodes: map[string]*model.Node{}})
+	f.state.Store(&MetaState{Nodes: map[string]*model.Node{}})
 	return f
 }
 
@@ -145,7 +140,7 @@ func (s *MetaState) apply(c Command) model.Result {
 	switch c := c.(type) {
 	case *PutCollection:
 		nc := c.C
-		old, ok := s.Collections[nc.Name]
+		old, ok := s.Collections.Get(nc.Name)
 		if ok && old.Deleting {
 			return model.Result{Code: model.CodeRejected}
 		}
@@ -157,7 +152,7 @@ func (s *MetaState) apply(c Command) model.Result {
 			code = model.CodeOK
 		}
 		nc.Deleting = false
-		s.Collections[nc.Name] = &nc
+		s.Collections.Set(nc.Name, &nc)
 		return model.Result{Code: code}
 	case *MarkCollectionDeleting:
 		old, ok := s.Collection(c.Name)
@@ -170,34 +165,34 @@ func (s *MetaState) apply(c Command) model.Result {
 		nc := *old
 		nc.Deleting = true
 		nc.UpdatedAt = c.Now
-		s.Collections[c.Name] = &nc
+		s.Collections.Set(c.Name, &nc)
 		return model.Result{Code: model.CodeOK}
 	case *ForgetCollection:
-		old, ok := s.Collections[c.Name]
+		old, ok := s.Collections.Get(c.Name)
 		if !ok {
 			return model.Result{Code: model.CodeNotFound}
 		}
 		if !old.Deleting {
 			return model.Result{Code: model.CodeRejected}
 		}
-		delete(s.Collections, c.Name)
+		s.Collections.Delete(c.Name)
 		return model.Result{Code: model.CodeOK}
 	case *PutRoute:
 		nr := c.R
-		old, ok := s.Routes[nr.Name]
+		old, ok := s.Routes.Get(nr.Name)
 		nr.CreatedAt, nr.UpdatedAt = c.Now, c.Now
 		code := model.CodeCreated
 		if ok {
 			nr.CreatedAt = old.CreatedAt
 			code = model.CodeOK
 		}
-		s.Routes[nr.Name] = &nr
+		s.Routes.Set(nr.Name, &nr)
 		return model.Result{Code: code}
 	case *DeleteRoute:
-		if _, ok := s.Routes[c.Name]; !ok {
+		if _, ok := s.Routes.Get(c.Name); !ok {
 			return model.Result{Code: model.CodeNotFound}
 		}
-		delete(s.Routes, c.Name)
+		s.Routes.Delete(c.Name)
 		return model.Result{Code: model.CodeOK}
 	}
 	return model.Result{Code: model.CodeRejected}
@@ -220,12 +215,6 @@ func (f *MetaFSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore meta snapshot: unknown format %q", env.Format)
 	}
 	s := env.State
-	if s.Collections == nil {
-		s.Collections = map[string]*model.Collection{}
-	}
-	if s.Routes == nil {
-		s.Routes = map[string]*model.Route{}
-	}
 	if s.Nodes == nil {
 		s.Nodes = map[string]*model.Node{}
 	}

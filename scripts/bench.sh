@@ -8,6 +8,9 @@
 #   scripts/bench.sh fire       # one scenario: create-batch create-single lateness fire burst
 #   scripts/bench.sh scale      # 10M pending jobs: RSS, disk, restart time (~5 min, ~2 GB disk)
 #   scripts/bench.sh cluster    # the 3-node scenarios (cluster-create-batch ... cluster-fire)
+#   SECURE=1 scripts/bench.sh … # the same with everything on: HTTPS and API tokens (an admin token,
+#                               # as bench creates its collection); clusters also with peer mTLS and
+#                               # a gossip key. Certificates are made here with openssl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/timemachine}
@@ -24,11 +27,37 @@ cleanup() {
 }
 trap cleanup EXIT
 
+SCHEME=http
+CURL=(curl -s)
+SECURE_FLAGS=()
+PEER_FLAGS=()
+if [ -n "${SECURE:-}" ]; then
+  # A CA and one certificate for 127.0.0.1 (HTTPS and peer TLS alike), an
+  # admin token, a gossip key; the client commands read TIMEMACHINE_TOKEN
+  # and TIMEMACHINE_CA_CERT.
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -keyout "$DIR/ca-key.pem" -out "$DIR/ca.pem" -subj "/CN=bench CA" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$DIR/node-key.pem" -out "$DIR/node.csr" -subj "/CN=node" 2>/dev/null
+  printf "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n" >"$DIR/node.ext"
+  openssl x509 -req -in "$DIR/node.csr" -CA "$DIR/ca.pem" -CAkey "$DIR/ca-key.pem" -CAcreateserial -days 2 \
+    -out "$DIR/node.pem" -extfile "$DIR/node.ext" 2>/dev/null
+  "$BIN" token new --role admin --name bench 2>/dev/null >"$DIR/token.txt"
+  printf '{"tokens":[%s]}\n' "$(sed -n 2p "$DIR/token.txt")" >"$DIR/auth.json"
+  export TIMEMACHINE_TOKEN; TIMEMACHINE_TOKEN=$(sed -n 1p "$DIR/token.txt")
+  export TIMEMACHINE_CA_CERT=$DIR/ca.pem
+  export TIMEMACHINE_GOSSIP_KEY; TIMEMACHINE_GOSSIP_KEY=$(openssl rand -base64 32)
+  SCHEME=https
+  CURL=(curl -s --cacert "$DIR/ca.pem" -H "Authorization: Bearer $TIMEMACHINE_TOKEN")
+  SECURE_FLAGS=(--auth-file "$DIR/auth.json" --tls-cert "$DIR/node.pem" --tls-key "$DIR/node-key.pem")
+  PEER_FLAGS=(--peer-tls-cert "$DIR/node.pem" --peer-tls-key "$DIR/node-key.pem" --peer-tls-ca "$DIR/ca.pem")
+fi
+
 SERF=${SERF:-127.0.0.1:17490}
 start() {
-  "$BIN" server --data-dir "$DIR/data" --http-addr "$HTTP" --bind-addr "$BIND" --serf-addr "$SERF" >"$DIR/server.log" 2>&1 &
+  "$BIN" server --data-dir "$DIR/data" --http-addr "$HTTP" --bind-addr "$BIND" --serf-addr "$SERF" "${SECURE_FLAGS[@]}" >"$DIR/server.log" 2>&1 &
   PID=$!
-  for _ in $(seq 1 200); do curl -sf "http://$HTTP/readyz" >/dev/null && return 0; sleep 0.05; done
+  for _ in $(seq 1 200); do "${CURL[@]}" -f "$SCHEME://$HTTP/readyz" >/dev/null && return 0; sleep 0.05; done
   echo "server did not become ready; log:" >&2; cat "$DIR/server.log" >&2; exit 1
 }
 stop() { kill "$PID"; wait "$PID" || true; PID=; }
@@ -48,11 +77,11 @@ cluster_fresh() {
   for i in 1 2 3; do
     join=(); [ "$i" -gt 1 ] && join=(--join 127.0.0.1:17581)
     "$BIN" server --node-id "n$i" --data-dir "$DIR/c$i" --http-addr "127.0.0.1:1848$i" --bind-addr "127.0.0.1:1748$i" \
-      --serf-addr "127.0.0.1:1758$i" --bootstrap-expect 3 "${join[@]}" >"$DIR/c$i.log" 2>&1 &
+      --serf-addr "127.0.0.1:1758$i" --bootstrap-expect 3 "${join[@]}" "${SECURE_FLAGS[@]}" "${PEER_FLAGS[@]}" >"$DIR/c$i.log" 2>&1 &
     CPIDS+=($!)
   done
   for i in 1 2 3; do
-    for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:1848$i/readyz" >/dev/null && break; sleep 0.1; done
+    for _ in $(seq 1 300); do "${CURL[@]}" -f "$SCHEME://127.0.0.1:1848$i/readyz" >/dev/null && break; sleep 0.1; done
   done
   # Let leadership spread evenly before measuring.
   for _ in $(seq 1 100); do
@@ -61,14 +90,29 @@ cluster_fresh() {
   done
   "$BIN" admin status --addr 127.0.0.1:18481 | sed -n '1,7p'
 }
-cbench() { echo; echo "\$ timemachine bench --addr $CADDRS $*"; "$BIN" bench --addr "$CADDRS" "$@" 2>/dev/null; }
+# Server CPU (user+system) of processes, in clock ticks: on a shared host
+# the rates move with the neighbours' load, CPU per job much less.
+ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+cpu_report() { awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "server cpu %.2f s\n", (b - a) / hz}'; }
+cbench() {
+  echo; echo "\$ timemachine bench --addr $CADDRS $*"
+  local t0; t0=$(ticks "${CPIDS[@]}")
+  "$BIN" bench --addr "$CADDRS" "$@" 2>/dev/null
+  cpu_report "$t0" "$(ticks "${CPIDS[@]}")"
+}
 fresh() { [ -n "$PID" ] && stop; rm -rf "$DIR/data"; start; }
-bench() { echo; echo "\$ timemachine bench $*"; "$BIN" bench --addr "$HTTP" "$@" 2>/dev/null; }
+bench() {
+  echo; echo "\$ timemachine bench $*"
+  local t0; t0=$(ticks "$PID")
+  "$BIN" bench --addr "$HTTP" "$@" 2>/dev/null
+  cpu_report "$t0" "$(ticks "$PID")"
+}
 
 machine() {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(go version | cut -d' ' -f3)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  if [ -n "${SECURE:-}" ]; then echo "mode: secure (HTTPS, API token; clusters also peer mTLS and gossip key)"; else echo "mode: plain"; fi
 }
 
 scenario() {
@@ -81,19 +125,19 @@ scenario() {
     scale)
       fresh
       bench --jobs 10000000 --batch 1000 --create-only --id-prefix scale
-      curl -s "http://$HTTP/v1/admin/compact" -X POST >/dev/null
-      echo "pending: $(curl -s "http://$HTTP/metrics" | awk '/^timemachine_pending_jobs/{s+=$2} END{print s}')"
-      echo "rss_bytes: $(curl -s "http://$HTTP/metrics" | awk '/^process_resident_memory_bytes/{print $2}')"
+      "${CURL[@]}" "$SCHEME://$HTTP/v1/admin/compact" -X POST >/dev/null
+      echo "pending: $("${CURL[@]}" "$SCHEME://$HTTP/metrics" | awk '/^timemachine_pending_jobs/{s+=$2} END{print s}')"
+      echo "rss_bytes: $("${CURL[@]}" "$SCHEME://$HTTP/metrics" | awk '/^process_resident_memory_bytes/{print $2}')"
       echo "peak rss while loading: $(awk '/VmHWM/{print $2, $3}' "/proc/$PID/status")"
       echo "disk: $(du -sb "$DIR/data" | cut -f1) bytes ($(du -sh "$DIR/data" | cut -f1))"
       stop
       t0=$(date +%s.%N); start; t1=$(date +%s.%N)
       echo "restart to ready: $(echo "$t1 - $t0" | bc) s"
-      echo "rss_bytes after restart: $(curl -s "http://$HTTP/metrics" | awk '/^process_resident_memory_bytes/{print $2}')"
+      echo "rss_bytes after restart: $("${CURL[@]}" "$SCHEME://$HTTP/metrics" | awk '/^process_resident_memory_bytes/{print $2}')"
       kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=
       t0=$(date +%s.%N); start; t1=$(date +%s.%N)
       echo "kill -9, restart to ready: $(echo "$t1 - $t0" | bc) s"
-      echo "pending after kill -9: $(curl -s "http://$HTTP/metrics" | awk '/^timemachine_pending_jobs/{s+=$2} END{print s}')"
+      echo "pending after kill -9: $("${CURL[@]}" "$SCHEME://$HTTP/metrics" | awk '/^timemachine_pending_jobs/{s+=$2} END{print s}')"
       ;;
     cluster-create-batch) cluster_fresh; cbench --jobs 300000 --batch 1000 --create-only ;;
     cluster-create-single) cluster_fresh; cbench --jobs 30000 --concurrency 64 --create-only; cbench --jobs 30000 --concurrency 64 --create-only ;;

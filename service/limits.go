@@ -18,10 +18,10 @@ const (
 // by a few; it bounds growth, it is not a quota.
 func (s *Service) admitCollection(name string) error {
 	st := s.meta.State()
-	if _, ok := st.Collections[name]; ok || s.maxCollections <= 0 {
+	if _, ok := st.Collections.Get(name); ok || s.maxCollections <= 0 {
 		return nil
 	}
-	if n := len(st.Collections); n >= s.maxCollections {
+	if n := st.Collections.Len(); n >= s.maxCollections {
 		return model.Conflict("the cluster has %d collections, the limit (--max-collections %d); delete unused ones or raise the limit on every node", n, s.maxCollections)
 	}
 	return nil
@@ -30,10 +30,10 @@ func (s *Service) admitCollection(name string) error {
 // admitRoute refuses a new route past the limit.
 func (s *Service) admitRoute(name string) error {
 	st := s.meta.State()
-	if _, ok := st.Routes[name]; ok || s.maxRoutes <= 0 {
+	if _, ok := st.Routes.Get(name); ok || s.maxRoutes <= 0 {
 		return nil
 	}
-	if n := len(st.Routes); n >= s.maxRoutes {
+	if n := st.Routes.Len(); n >= s.maxRoutes {
 		return model.Conflict("the cluster has %d routes, the limit (--max-routes %d); delete unused ones or raise the limit on every node", n, s.maxRoutes)
 	}
 	return nil
