@@ -10,7 +10,7 @@ STATICCHECK_VERSION ?= v0.6.1
 
 export TIMEMACHINE_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build run test test-unit test-e2e lint lint-deploy fmt bench bench-go soak nemesis nemesis-short cluster clean release scale
+.PHONY: all build run test test-unit test-e2e test-ui openapi lint lint-deploy fmt bench bench-go soak nemesis nemesis-short cluster clean release scale
 
 all: build
 
@@ -28,11 +28,13 @@ run: build
 	./$(BIN) server
 
 # Unit, fuzz-corpus, FSM, storage-crash and in-process tests (with -race),
-# then end-to-end tests of the real binary (real processes, kill -9).
+# then end-to-end tests of the real binary (real processes, kill -9), with
+# the console's browser test when Chromium is installed (TIMEMACHINE_UI=auto;
+# ~25 s; make test-ui runs it alone and refreshes the screenshots).
 test: build lint-deploy
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
-	$(GO) test -count=1 -timeout 12m ./e2e/...
+	TIMEMACHINE_UI=auto $(GO) test -count=1 -timeout 12m ./e2e/...
 
 # The short nemesis (~75 s, real processes; docs/reliability.md). It joins
 # `make test` once the contract violations it finds are fixed (issue 10).
@@ -44,6 +46,16 @@ test-unit:
 
 test-e2e: build
 	$(GO) test -count=1 -timeout 12m -v ./e2e/...
+
+# The web console in headless Chromium (Debian's chromium package, which
+# .ci/run installs) against a 3-node cluster: every page, the token
+# prompt, create → fire → dead letter → redrive; screenshots into docs/img.
+test-ui: build
+	TIMEMACHINE_UI=1 TIMEMACHINE_UI_SHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -timeout 5m -run '^TestConsole$$' -v ./e2e/
+
+# docs/openapi.json is a copy of the embedded OpenAPI document.
+openapi:
+	cp rpc/openapi/openapi.json docs/openapi.json
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -10,4 +10,9 @@
 //
 //	make test-e2e
 //	go test -count=1 ./e2e/
+//
+// The web console's browser test (console_test.go) drives Debian's headless
+// Chromium over the DevTools protocol; it runs with TIMEMACHINE_UI=1 (make
+// test-ui, which also refreshes the screenshots in docs/img) or
+// TIMEMACHINE_UI=auto (make test: only when chromium is installed).
 package e2e

@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"raftfsm"},
 	{"dht", "storage"},
 	{"rpc/httpapi"},
-	{"rpc/webhook", "rpc/peer"},
+	{"rpc/webhook", "rpc/peer", "rpc/console", "rpc/openapi"},
 	{"rpc/mux"},
 	{"auth", "tlsconf", "secrets"},
 	{"model"},

@@ -69,5 +69,12 @@ func (s *Server) gossipKeyOp(r *request, op, key string) {
 	if kr == nil {
 		kr = &model.GossipKeyring{}
 	}
+	// Maps render as {} rather than null: clients iterate them.
+	if kr.Keys == nil {
+		kr.Keys = map[string]int{}
+	}
+	if kr.PrimaryKeys == nil {
+		kr.PrimaryKeys = map[string]int{}
+	}
 	s.writeValue(r, fasthttp.StatusOK, kr)
 }

@@ -21,7 +21,8 @@ import (
 //  3. a write must carry a JSON body (415 for text/plain, forms, …);
 //  4. a body larger than MaxBodyBytes is refused before it is read (413).
 //
-// Only /healthz and /readyz skip all of it. The order matters: nothing of
+// Only /healthz, /readyz and the static console and API description (/,
+// /ui/, /v1/openapi.json) skip all of it. The order matters: nothing of
 // an unauthenticated request's body is read, and a refusal never reaches
 // the backend, so a refused request changes nothing.
 
@@ -60,8 +61,14 @@ var (
 // fails), so a new endpoint is never open by accident.
 var permissions = map[string]access{
 	"GET /healthz": open,
-	"GET /readyz":  open,
-	"GET /metrics": readCluster,
+	// The console's static files and the API description carry no data;
+	// the console asks for a token when the API answers 401.
+	"GET /":                open,
+	"GET /ui":              open,
+	"GET /ui/{file}":       open,
+	"GET /v1/openapi.json": open,
+	"GET /readyz":          open,
+	"GET /metrics":         readCluster,
 
 	"GET /v1/collections":                  readCluster, // lists only the collections in the token's scope
 	"PUT /v1/collections/{c}":              adminColl,

@@ -19,7 +19,12 @@ var wantAccess = map[string]struct {
 }{
 	"GET /healthz": {0, false},
 	"GET /readyz":  {0, false},
-	"GET /metrics": {auth.RoleReader, false},
+	// The console's files and the API description carry no data (§7).
+	"GET /":                {0, false},
+	"GET /ui":              {0, false},
+	"GET /ui/{file}":       {0, false},
+	"GET /v1/openapi.json": {0, false},
+	"GET /metrics":         {auth.RoleReader, false},
 
 	"GET /v1/collections":                  {auth.RoleReader, false},
 	"PUT /v1/collections/{c}":              {auth.RoleAdmin, true},

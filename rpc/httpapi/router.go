@@ -25,10 +25,17 @@ type endpoint struct {
 }
 
 // routes is the whole API. Order does not matter: no two patterns overlap.
+// Every route is described in the OpenAPI document (rpc/openapi), which
+// TestOpenAPIMatchesRouter keeps true in both directions.
 var routes = buildRoutes([]struct {
 	method, pattern string
 	fn              func(*Server, *request)
 }{
+	{"GET", "/", (*Server).root},
+	{"GET", "/ui", (*Server).consoleIndex},
+	{"GET", "/ui/{file}", (*Server).consoleFile},
+	{"GET", "/v1/openapi.json", (*Server).openAPI},
+
 	{"GET", "/healthz", (*Server).healthz},
 	{"GET", "/readyz", (*Server).readyz},
 	{"GET", "/metrics", (*Server).metrics},
@@ -128,7 +135,7 @@ func match(ctx *fasthttp.RequestCtx) (*endpoint, *handler, [2]string) {
 		}
 		p := 0
 		for i, s := range ep.segs {
-			if s[0] == '{' {
+			if isParam(s) {
 				params[p] = string(segs[i]) // copies
 				p++
 			}
@@ -146,7 +153,7 @@ func match(ctx *fasthttp.RequestCtx) (*endpoint, *handler, [2]string) {
 
 func segsMatch(pattern []string, segs [][]byte) bool {
 	for i, s := range pattern {
-		if s[0] == '{' {
+		if isParam(s) {
 			continue
 		}
 		if s != string(segs[i]) {
@@ -155,3 +162,7 @@ func segsMatch(pattern []string, segs [][]byte) bool {
 	}
 	return true
 }
+
+// isParam reports whether a pattern segment is a parameter ("{c}"). The
+// root pattern "/" has one empty segment.
+func isParam(seg string) bool { return len(seg) > 0 && seg[0] == '{' }

@@ -86,7 +86,7 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 func TestRouting(t *testing.T) {
 	f := &fakeBackend{}
 	h := newTestServer(f).Handler()
-	for _, uri := range []string{"/", "/v1", "/v1/jobs", "/v2/collections", "/v1/collections/c/jobs/j/extra", "/v1/admin/nodes/n1/drain/now", "/a/b/c/d/e/f/g/h/i/j"} {
+	for _, uri := range []string{"/nope", "/ui/a/b", "/v1", "/v1/jobs", "/v2/collections", "/v1/collections/c/jobs/j/extra", "/v1/admin/nodes/n1/drain/now", "/a/b/c/d/e/f/g/h/i/j"} {
 		r := do(h, "GET", uri, "")
 		if r.status != 404 {
 			t.Fatalf("%s: %d", uri, r.status)
