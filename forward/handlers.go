@@ -104,7 +104,11 @@ func (f *Forwarder) serveGetJob(_ context.Context, body []byte) ([]byte, error) 
 	if !ok {
 		return raftfsm.EncodeResults([]model.Result{{Code: model.CodeNotFound}}), nil
 	}
-	return raftfsm.EncodeResults([]model.Result{{Code: model.CodeOK, Job: j}}), nil
+	code := model.CodeOK
+	if j.Status == model.StatusFiring {
+		code = model.CodeFiring // the record codec has no firing status
+	}
+	return raftfsm.EncodeResults([]model.Result{{Code: code, Job: j}}), nil
 }
 
 func (f *Forwarder) serveListJobs(_ context.Context, body []byte) ([]byte, error) {

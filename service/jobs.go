@@ -97,6 +97,8 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 		return model.Result{}, fail(err)
 	}
 	switch res[0].Code {
+	case model.CodeFiring:
+		return res[0], model.Firing(res[0].Job)
 	case model.CodePreconditionFailed:
 		if res[0].Job == nil {
 			return res[0], model.PreconditionFailed("If-Match: %d, but job %q does not exist", ifMatch, id)
@@ -133,8 +135,11 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 	if err != nil {
 		return fail(err)
 	}
-	if res[0].Code == model.CodeNotFound {
+	switch res[0].Code {
+	case model.CodeNotFound:
 		return model.NotFound("job %q does not exist in collection %q", id, coll)
+	case model.CodeFiring:
+		return model.Firing(res[0].Job)
 	}
 	return nil
 }

@@ -520,6 +520,33 @@ func TestGetDeleteJob(t *testing.T) {
 	}
 }
 
+// A DELETE or PUT of a job whose callback has started answers 409
+// conflict with the job, status firing (docs/api.md#jobs).
+func TestDeleteAndPutOfAFiringJob(t *testing.T) {
+	f := &fakeBackend{}
+	s := newTestServer(f)
+	f.err = model.Firing(&model.Job{Collection: "orders", ID: "j", Version: 3, Status: model.StatusFiring, TriggerTime: 5, DueTime: 5, CallbackURL: "https://example.com/h"})
+	f.upsertFn = func() (model.Result, error) { return model.Result{Code: model.CodeFiring}, f.err }
+	for _, req := range [][3]string{
+		{"DELETE", "/v1/collections/orders/jobs/j", ""},
+		{"PUT", "/v1/collections/orders/jobs/j", `{"trigger_time":9,"callback_url":"https://example.com/h"}`},
+	} {
+		r := do(s.Handler(), req[0], req[1], req[2])
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+			Job   struct {
+				ID      string `json:"id"`
+				Status  string `json:"status"`
+				Version uint64 `json:"version"`
+			} `json:"job"`
+		}
+		mustJSON(t, r.body, &body)
+		if r.status != 409 || body.Error.Code != CodeConflict || body.Job.ID != "j" || body.Job.Status != "firing" || body.Job.Version != 3 {
+			t.Fatalf("%s: %d %s", req[0], r.status, r.body)
+		}
+	}
+}
+
 func TestListQuery(t *testing.T) {
 	cur := encodeCursor(&model.ListPos{Trigger: 1767225600000, ID: "job-9"})
 	cases := []struct {

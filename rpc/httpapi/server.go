@@ -261,10 +261,20 @@ func retryAfterSeconds(d time.Duration) int64 {
 }
 
 // fail answers with err (from the backend) and logs server-side failures.
+// An error about a job (a 409 firing) carries the job next to it.
 func (s *Server) fail(r *request, err error) {
 	e := asError(err)
 	if statusOf(e.Kind) >= 500 {
 		s.log.Warn("request failed", "method", string(r.ctx.Method()), "path", string(r.ctx.Path()), "status", statusOf(e.Kind), "err", err)
+	}
+	if e.Job != nil && statusOf(e.Kind) != 0 {
+		rd := jobRenderer{s: s}
+		b := append(make([]byte, 0, 512), `{"error":`...)
+		b = appendErrorObject(b, e)
+		b = append(b, `,"job":`...)
+		b = rd.append(b, e.Job)
+		writeJSON(r.ctx, statusOf(e.Kind), append(b, '}'))
+		return
 	}
 	writeError(r.ctx, e)
 }
