@@ -74,6 +74,15 @@ func IsKind(err error, k Kind) bool {
 	return ok && e.Kind == k
 }
 
+// ErrOutcomeUnknown: a write whose effect could not be established (the
+// slot's leader changed or became unreachable while it was in flight, and
+// no leader could be asked afterwards within the time a request may take).
+// It is not a contract error, because every contract error means "nothing
+// changed": the HTTP layer answers it with no answer at all — the
+// connection is closed — which every HTTP client already treats as "the
+// outcome is unknown" (docs/api.md#errors).
+var ErrOutcomeUnknown = errors.New("the outcome of the write is unknown")
+
 // Invalid is an invalid_argument error: the request itself is wrong.
 func Invalid(format string, args ...any) *Error {
 	return Errorf(KindInvalidArgument, format, args...)

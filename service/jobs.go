@@ -44,7 +44,11 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 		sl := s.slotOf(coll, x.ID)
 		bySlot[sl] = append(bySlot[sl], i)
 	}
-	var wg sync.WaitGroup
+	var (
+		wg         sync.WaitGroup
+		unknownMu  sync.Mutex
+		anyUnknown bool
+	)
 	for sl, idx := range bySlot {
 		wg.Add(1)
 		go func(sl int, idx []int) {
@@ -53,17 +57,27 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 			for k, i := range idx {
 				cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
 			}
-			res, err := s.fwd.ProposeSlot(ctx, sl, cmds...)
+			res, resent, err := s.proposeResolved(ctx, sl, cmds...)
 			if err != nil {
 				e := toModel(err)
 				for _, i := range idx {
 					out[i].Err = e
+				}
+				if errors.Is(err, model.ErrOutcomeUnknown) {
+					unknownMu.Lock()
+					anyUnknown = true
+					unknownMu.Unlock()
 				}
 				return
 			}
 			created := 0
 			for k, i := range idx {
 				out[i].Code, out[i].Job = res[k].Code, res[k].Job
+				if resent && res[k].Code == model.CodeExists && res[k].Job != nil && res[k].Job.CreatedAt == now {
+					// Created by the attempt whose outcome was unknown:
+					// the job carries this request's stamp.
+					out[i].Code = model.CodeCreated
+				}
 				if res[k].Code == model.CodeCreated {
 					created++
 				}
@@ -72,6 +86,11 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 		}(sl, idx)
 	}
 	wg.Wait()
+	if anyUnknown {
+		// Per-item answers cannot say "unknown": the request as a whole
+		// gets none (re-sending a batch of creates with ids is safe).
+		return nil, model.ErrOutcomeUnknown
+	}
 	return out, nil
 }
 
@@ -92,7 +111,7 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 			return model.Result{}, routeMissing(spec.Route)
 		}
 	}
-	res, err := s.fwd.ProposeSlot(ctx, s.slotOf(coll, id), &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()})
+	res, err := s.upsertResolved(ctx, coll, id, spec, ifMatch)
 	if err != nil {
 		return model.Result{}, fail(err)
 	}
@@ -108,6 +127,49 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 		s.created(1)
 	}
 	return res[0], nil
+}
+
+// upsertResolved proposes an upsert and, when its outcome is unknown, finds
+// it out (see resolve.go): by reading the job, and re-sending the upsert
+// only when the read shows that the earlier attempt did not touch it.
+func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec model.JobSpec, ifMatch uint64) ([]model.Result, error) {
+	sl := s.slotOf(coll, id)
+	cmd := &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()}
+	res, err := s.fwd.ProposeSlot(ctx, sl, cmd)
+	if !unknown(err) {
+		return res, err
+	}
+	r := newResolver(context.WithoutCancel(ctx))
+	defer r.cancel()
+	for r.next() {
+		j, found, err := s.fwd.GetJob(r.ctx, sl, coll, id)
+		if err != nil {
+			continue // no leader to ask yet
+		}
+		switch {
+		case found && j.SpecHash == spec.Hash && j.UpdatedAt == cmd.Now:
+			// The earlier attempt's work: its spec and its stamp.
+			code := model.CodeOK
+			if j.Version == 1 && j.CreatedAt == cmd.Now {
+				code = model.CodeCreated
+			}
+			return []model.Result{{Code: code, Job: j}}, nil
+		case (ifMatch == 0 && !found) || (ifMatch != 0 && found && j.Version == ifMatch):
+			// Untouched: the earlier attempt did not apply, and cannot
+			// any more (a leader answered). Send it again.
+			res, err = s.fwd.ProposeSlot(r.ctx, sl, cmd)
+			if !inconclusive(err) {
+				return res, err
+			}
+		default:
+			// Changed since, by this write or another: not to be told
+			// apart.
+			s.log.Warn("a PUT's outcome stayed unknown", "collection", coll, "id", id)
+			return nil, model.ErrOutcomeUnknown
+		}
+	}
+	s.log.Warn("a PUT's outcome stayed unknown", "collection", coll, "id", id)
+	return nil, model.ErrOutcomeUnknown
 }
 
 // GetJob reads a job on its slot's leader, so a client reads its own
@@ -131,12 +193,15 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 	if _, err := s.knownCollection(ctx, coll); err != nil {
 		return err
 	}
-	res, err := s.fwd.ProposeSlot(ctx, s.slotOf(coll, id), &raftfsm.Delete{Coll: coll, ID: id})
+	res, resent, err := s.proposeResolved(ctx, s.slotOf(coll, id), &raftfsm.Delete{Coll: coll, ID: id})
 	if err != nil {
 		return fail(err)
 	}
 	switch res[0].Code {
 	case model.CodeNotFound:
+		if resent {
+			return nil // the attempt whose outcome was unknown deleted it
+		}
 		return model.NotFound("job %q does not exist in collection %q", id, coll)
 	case model.CodeFiring:
 		return model.Firing(res[0].Job)

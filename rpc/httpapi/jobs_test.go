@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -244,10 +247,35 @@ func TestCreateJobBackendError(t *testing.T) {
 		t.Fatalf("%s %q", code, msg)
 	}
 
-	f.createFn = func(string, []model.JobInput) ([]model.JobResult, error) { return nil, fmt.Errorf("disk on fire") }
+	// An unexpected error's text stays in the log: it may name files (a
+	// full disk once answered 500 with the raft log's path).
+	f.createFn = func(string, []model.JobInput) ([]model.JobResult, error) {
+		return nil, fmt.Errorf("write /var/lib/timemachine/raft/slots.db: no space left on device")
+	}
 	r = do(newTestServer(f).Handler(), "POST", jobsURI, `{"trigger_time":1,"callback_url":"http://x"}`)
-	if code, msg := r.errorBody(t); r.status != 500 || code != CodeInternal || msg != "disk on fire" {
+	if code, msg := r.errorBody(t); r.status != 500 || code != CodeInternal || strings.Contains(msg, "/var/lib") {
 		t.Fatalf("%d %s %q", r.status, code, msg)
+	}
+}
+
+// A write whose outcome is unknown gets no answer at all (the connection
+// is closed): every error of the contract would claim that nothing
+// changed, and the nemesis found such 503s that had taken effect.
+func TestUnknownOutcomeClosesTheConnection(t *testing.T) {
+	f := &fakeBackend{createFn: func(string, []model.JobInput) ([]model.JobResult, error) {
+		return nil, fmt.Errorf("slot 3: %w", model.ErrOutcomeUnknown)
+	}}
+	s := newTestServer(f)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	resp, err := http.Post("http://"+ln.Addr().String()+jobsURI, "application/json", strings.NewReader(`{"trigger_time":1,"callback_url":"http://x"}`))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a write of unknown outcome was answered %d", resp.StatusCode)
 	}
 }
 
