@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/liveness"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/storage"
@@ -59,6 +60,13 @@ type Config struct {
 	PprofAddr string
 	// Version is reported by /v1/cluster.
 	Version string
+	// MaxClockOffset is --max-clock-offset: how far this node's clock may
+	// be from the cluster majority's before it gives up its slot
+	// leaderships (default 250ms).
+	MaxClockOffset time.Duration
+	// DebugFaults (hidden --debug-faults) enables POST /v1/debug/clock,
+	// which shifts this process's wall clock (the nemesis's clock faults).
+	DebugFaults bool
 }
 
 // Defaults (docs/operations.md#running-a-node).
@@ -101,6 +109,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.FailureGrace <= 0 {
 		c.FailureGrace = 30 * time.Second
+	}
+	if c.MaxClockOffset <= 0 {
+		c.MaxClockOffset = liveness.DefaultMaxOffset
 	}
 }
 

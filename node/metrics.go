@@ -50,7 +50,7 @@ func newMetrics(n *Node) *metrics {
 	}
 	m.reg.MustRegister(m.created, m.fired, m.firstFires, m.outcomes, m.lateness, m.applyTime, m.httpReqs, m.httpLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&slotCollector{n: n})
+		&slotCollector{n: n}, &clockCollector{n: n})
 	return m
 }
 

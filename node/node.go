@@ -15,6 +15,7 @@ import (
 
 	"github.com/timemachine-db/timemachine/cluster"
 	"github.com/timemachine-db/timemachine/forward"
+	"github.com/timemachine-db/timemachine/liveness"
 	"github.com/timemachine-db/timemachine/meta"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
@@ -56,6 +57,9 @@ type Node struct {
 	dlv       *deliverer
 	webhook   *webhook.Client
 	metrics   *metrics
+	live      *liveness.Tracker
+	liveKick  chan struct{}
+	dclock    *debugClock // --debug-faults only
 	api       *httpapi.Server
 	httpLn    net.Listener
 	pprof     *http.Server
@@ -73,6 +77,11 @@ type Node struct {
 // returns once the node serves HTTP; the cluster forms (or the node
 // rejoins it) and slots elect their leaders right after.
 func Start(cfg Config) (_ *Node, err error) {
+	var dclock *debugClock
+	if cfg.DebugFaults {
+		dclock = &debugClock{}
+		cfg.Clock = dclock.now
+	}
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -80,6 +89,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, slots: slot.NewRegistry(), wired: make(chan struct{}),
 		fatal: make(chan error, 1), serveDone: make(chan struct{}), stop: make(chan struct{}),
+		dclock: dclock, liveKick: make(chan struct{}, 1),
 	}
 	defer func() {
 		if err != nil {
@@ -104,6 +114,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.logDB, err = storage.OpenRaftLogDB(filepath.Join(cfg.DataDir, "raft", "slots.db"), n.log); err != nil {
 		return nil, err
 	}
+	n.logDB.SetOnFatal(n.onFatal)
 	if n.mux, err = mux.Listen(cfg.BindAddr, n.log); err != nil {
 		return nil, err
 	}
@@ -112,7 +123,14 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
+	n.rpcSrv.SetClock(cfg.Clock)
 	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
+	interval, lease, deadAfter := livenessTiming(cfg.Timing)
+	n.live = liveness.New(liveness.Config{
+		Self: n.id.NodeID, Peers: n.livePeers, Pinger: n.rpc, Clock: cfg.Clock,
+		Interval: interval, Lease: lease, DeadAfter: deadAfter, MaxOffset: cfg.MaxClockOffset,
+		OnChange: n.kickLiveness, Logger: n.log,
+	})
 
 	metaStream, err := n.mux.StreamLayer(mux.MetaGroup, nil)
 	if err != nil {
@@ -155,8 +173,14 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.svc = service.New(service.Config{
 		Meta: n.meta, Forward: n.fwd, Cluster: n.cluster, Clock: cfg.Clock, Logger: n.log,
 		OnCreated: func(k int) { n.metrics.created.Add(float64(k)) },
+		Ready:     n.clockReady,
 	})
+	var debugClockFn func(time.Duration) error
+	if cfg.DebugFaults {
+		debugClockFn = n.SetClockOffset
+	}
 	n.api = httpapi.New(n.svc, httpapi.Options{
+		DebugClock:     debugClockFn,
 		Clock:          cfg.Clock,
 		MaxMetaBytes:   cfg.MaxMetaBytes,
 		Logger:         n.log,
@@ -182,6 +206,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 	})
 	n.goLoop(n.resumeDeletions)
+	n.goLoop(n.watchLiveness)
 	if cfg.PprofAddr != "" {
 		n.pprof = &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 10 * time.Second}
 		n.goServe(func() {
@@ -268,9 +293,9 @@ func (n *Node) onFatal(err error) {
 	n.fatalOnce.Do(func() { n.fatal <- err })
 }
 
-// Ready reports nil when the node is in the cluster and every slot has a
-// leader, else why not.
-func (n *Node) Ready() error { return n.cluster.Ready() }
+// Ready reports nil when the node is in the cluster, every slot has a
+// leader and its clock is within bounds, else why not.
+func (n *Node) Ready() error { return n.svc.Ready() }
 
 // WaitReady blocks until Ready reports nil or ctx ends.
 func (n *Node) WaitReady(ctx context.Context) error { return n.cluster.WaitReady(ctx) }

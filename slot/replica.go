@@ -45,6 +45,21 @@ type Metrics interface {
 	Applied(slot int, d time.Duration)
 }
 
+// Fence is what a slot leader asks right before each callback leaves
+// (the node's liveness tracker implements it; docs/reliability.md).
+type Fence interface {
+	// LeaseHeld: a majority of voters answered a liveness ping sent less
+	// than the lease ago. A leader that was paused, cut off or deposed
+	// has no such answers, whatever raft still believes.
+	LeaseHeld(voters []string) bool
+	// ClockOK: this node's clock is within --max-clock-offset of the
+	// majority's (and has not just stepped).
+	ClockOK() bool
+	// FireNow is the time due times are compared with: the local clock
+	// less how far it may run ahead of the majority's.
+	FireNow(local time.Time) time.Time
+}
+
 // Config configures one slot replica.
 type Config struct {
 	Slot   int
@@ -82,6 +97,9 @@ type Config struct {
 	MaintenanceInterval time.Duration
 	// OnFatal is called once if the replica's storage fails.
 	OnFatal func(error)
+	// Fence, if set, must allow each callback right before it is sent
+	// (fencing and clock bounds); unset, only raft's leadership counts.
+	Fence Fence
 	// MetaReady, if set, blocks until the meta state is current; a new
 	// leader waits for it before firing, so a collection or route that the
 	// meta group has not replayed yet is never taken for a deleted one.
@@ -138,6 +156,7 @@ type Replica struct {
 
 	active         atomic.Pointer[scheduler]
 	guard          *jobGuard // fires vs. DELETE/PUT of the same job (leader only)
+	voters         atomic.Pointer[voterCache]
 	proposedOffset atomic.Int64
 	lastOffset     atomic.Int64
 	lastOffsetAt   atomic.Int64
@@ -318,6 +337,52 @@ const notNowPause = 20 * time.Millisecond
 
 func outcome(cmd []byte) fireResult { return fireResult{cmd: cmd} }
 
+// fencedPause is how soon a job held back by the fence is looked at again.
+const fencedPause = 100 * time.Millisecond
+
+func (r *Replica) fireNow(local time.Time) time.Time {
+	if r.cfg.Fence == nil {
+		return local
+	}
+	return r.cfg.Fence.FireNow(local)
+}
+
+// fenced reports whether this replica may start a callback now: raft says
+// it leads, it holds the liveness lease over the slot's voters, and its
+// clock is within bounds. A few atomics and a map lookup per voter.
+func (r *Replica) fenced() bool {
+	if !r.g.IsLeader() {
+		return false
+	}
+	f := r.cfg.Fence
+	return f == nil || (f.ClockOK() && f.LeaseHeld(r.currentVoters()))
+}
+
+// voterCache holds the slot's voters, read from raft at most every
+// voterCacheAge.
+type voterCache struct {
+	voters []string
+	at     time.Time
+}
+
+const voterCacheAge = 200 * time.Millisecond
+
+func (r *Replica) currentVoters() []string {
+	if v := r.voters.Load(); v != nil && time.Since(v.at) < voterCacheAge {
+		return v.voters
+	}
+	v := &voterCache{voters: r.g.Voters(), at: time.Now()}
+	r.voters.Store(v)
+	return v.voters
+}
+
+// Expedite makes this replica elect a new leader now if it follows dead
+// (raftgroup.Group.Expedite).
+func (r *Replica) Expedite(dead string) { r.g.Expedite(dead) }
+
+// Voters lists the slot's voters.
+func (r *Replica) Voters() []string { return r.g.Voters() }
+
 // outcomeLinger is how long the outcome proposer waits for more outcomes
 // once it holds one under load.
 const outcomeLinger = 5 * time.Millisecond
@@ -485,16 +550,25 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, ma
 	}
 	d.Timeout = model.Duration(timeoutMs)
 
-	// Never early: the heap only hands out due jobs, but the wall clock is
-	// checked again here, right before the request leaves.
+	// Never early: the heap only hands out due jobs by the local clock;
+	// here, right before the request leaves, the time is checked again on
+	// the fence's clock (the local one less how far it may run ahead of
+	// the majority's, and the measurement's uncertainty).
 	now := r.cfg.Clock()
-	if wait := time.UnixMilli(j.DueTime).Sub(now); wait > 0 {
+	for {
+		wait := time.UnixMilli(j.DueTime).Sub(r.fireNow(now))
+		if wait <= 0 {
+			break
+		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 			return fireResult{}
 		}
 		now = r.cfg.Clock()
+	}
+	if !r.fenced() {
+		return fireResult{again: fencedPause}
 	}
 	if !mayFire() {
 		return notNow

@@ -64,6 +64,11 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 	f.IntVar(&cfg.MaxMetaBytes, "max-meta-bytes", model.DefaultMaxMetaBytes, fmt.Sprintf("largest meta a job may carry, in bytes (at most %d)", model.MaxMetaBytesLimit))
 	f.Int64Var(&cacheMB, "cache-mb", 128, "storage block cache, in MiB")
 	f.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (off when empty; keep it on loopback)")
+	f.DurationVar(&cfg.MaxClockOffset, "max-clock-offset", 250*time.Millisecond, "how far this node's clock may be from the cluster majority's; beyond it the node leads no slot (docs/api.md#the-callback)")
+	// Fault injection for the nemesis (docs/reliability.md): POST
+	// /v1/debug/clock shifts this process's clock. Never in production.
+	f.BoolVar(&cfg.DebugFaults, "debug-faults", false, "enable POST /v1/debug/clock (fault injection for tests)")
+	_ = f.MarkHidden("debug-faults")
 	return cmd
 }
 
