@@ -17,6 +17,7 @@ import (
 	"github.com/timemachine-db/timemachine/liveness"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/slot"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -37,6 +38,10 @@ type Config struct {
 	RaftLogLevel string
 	// FireConcurrency bounds the callbacks in flight on this node.
 	FireConcurrency int
+	// FirePerTarget bounds the callbacks in flight to one target
+	// (host:port), so one slow receiver cannot take the whole pool
+	// (default max(8, FireConcurrency/4)).
+	FirePerTarget int
 	// MaxMetaBytes bounds a job's meta (default 64 KiB).
 	MaxMetaBytes int
 	// CacheBytes is Pebble's block cache (default 128 MiB).
@@ -100,6 +105,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.FireConcurrency <= 0 {
 		c.FireConcurrency = 1024
+	}
+	if c.FirePerTarget <= 0 {
+		c.FirePerTarget = slot.DefaultPerTarget(c.FireConcurrency)
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

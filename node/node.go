@@ -54,6 +54,7 @@ type Node struct {
 	// may start before that (its leadership) waits for it.
 	wired     chan struct{}
 	fireSlots chan struct{}
+	targets   *slot.Targets
 	dlv       *deliverer
 	webhook   *webhook.Client
 	metrics   *metrics
@@ -150,6 +151,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.metrics = newMetrics(n)
 	n.dlv = newDeliverer(n.webhook)
 	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
+	n.targets = slot.NewTargets(cfg.FirePerTarget)
 
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("listen on http address %s: %w", cfg.HTTPAddr, err)

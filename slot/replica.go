@@ -81,6 +81,9 @@ type Config struct {
 	RaftLogLevel string
 	Clock        func() time.Time
 	Timing       raftgroup.Timing
+	// Targets, if set, bounds the callbacks in flight to one target
+	// (host:port) across the node: share one across the node's replicas.
+	Targets *Targets
 	// FireSlots bounds concurrent callbacks; share one across the node's
 	// slots. Default: a pool of 256 for this replica alone.
 	FireSlots chan struct{}
@@ -512,7 +515,7 @@ func (r *Replica) propose(ctx context.Context, enc [][]byte) ([]model.Result, er
 // fire makes one callback attempt for a due entry, whose record j was read
 // just before (nil: it no longer exists), and returns the encoded outcome
 // to commit, or nil when there is nothing to commit.
-func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, mayFire func() bool) fireResult {
+func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult {
 	if j == nil || j.Status != model.StatusScheduled || j.DueTime != e.Due {
 		// Deleted, replaced or moved since it was loaded: make sure no
 		// stray due entry is left behind (a no-op when none is).
@@ -549,6 +552,24 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, ma
 		timeoutMs = j.CallbackTimeoutMs
 	}
 	d.Timeout = model.Duration(timeoutMs)
+
+	// This target's fair share of the fire pool: when its callbacks fill
+	// it, wait for one to end holding no node-wide slot, so a receiver
+	// that never answers delays no other target's jobs.
+	if lim := r.cfg.Targets; lim != nil {
+		key := targetKey(d.URL)
+		if !lim.TryAcquire(key) {
+			slot.yield()
+			if lim.Wait(ctx, key) != nil {
+				return fireResult{}
+			}
+			if !slot.reclaim(ctx) {
+				lim.Release(key)
+				return fireResult{}
+			}
+		}
+		defer lim.Release(key)
+	}
 
 	// Never early: the heap only hands out due jobs by the local clock;
 	// here, right before the request leaves, the time is checked again on

@@ -73,7 +73,7 @@ type schedReplica interface {
 	// cannot be delivered now but must not be forgotten). mayFire is asked
 	// right before the request would leave; when it says no, nothing is
 	// sent and the job is looked at again shortly.
-	fire(ctx context.Context, e storage.DueEntry, j *model.Job, mayFire func() bool) fireResult
+	fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult
 	// commitOutcome commits one outcome through raft.
 	commitOutcome(ctx context.Context, cmd []byte) error
 	// loadedUpTo tells the replica how far (ms) the due index is loaded:
@@ -447,7 +447,8 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 	s.workers.Go(func() {
 		defer s.fires.Done()
 		sent := false
-		res := s.r.fire(ctx, it.e, j, func() bool {
+		slot := &heldSlot{sem: s.sem, held: true}
+		res := s.r.fire(ctx, it.e, j, slot, func() bool {
 			sent = s.guard.startSend(tok)
 			return sent
 		})
@@ -455,7 +456,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 		// or PUT from now on no longer races it — its outcome commit is
 		// ignored for a job the write changed (outcomes carry the version).
 		s.guard.disarm(tok, sent)
-		<-s.sem
+		slot.release()
 		switch {
 		case res.cmd != nil:
 			s.commit(ctx, it.key, res.cmd)

@@ -113,7 +113,7 @@ func (f *fakeReplica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
 	return out, nil
 }
 
-func (f *fakeReplica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, mayFire func() bool) fireResult {
+func (f *fakeReplica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, _ *heldSlot, mayFire func() bool) fireResult {
 	if !mayFire() {
 		return notNow
 	}

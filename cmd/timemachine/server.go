@@ -61,6 +61,7 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&cfg.RaftLogLevel, "raft-log-level", "warn", "log level of the raft library (trace, debug, info, warn, error)")
 	f.IntVar(&cfg.FireConcurrency, "fire-concurrency", 1024, "callbacks in flight at once on this node")
+	f.IntVar(&cfg.FirePerTarget, "fire-per-target", 0, "callbacks in flight at once to one target host:port, so a slow receiver cannot take the whole pool (default max(8, fire-concurrency/4))")
 	f.IntVar(&cfg.MaxMetaBytes, "max-meta-bytes", model.DefaultMaxMetaBytes, fmt.Sprintf("largest meta a job may carry, in bytes (at most %d)", model.MaxMetaBytesLimit))
 	f.Int64Var(&cacheMB, "cache-mb", 128, "storage block cache, in MiB")
 	f.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (off when empty; keep it on loopback)")
