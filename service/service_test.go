@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/storage"
 )
 
 // Internal failures become the domain errors a client can act on; the
@@ -47,6 +49,29 @@ func TestToModel(t *testing.T) {
 	}
 	if toModel(nil) != nil || fail(nil) != nil {
 		t.Error("nil must stay nil (a typed nil would be a non-nil error)")
+	}
+}
+
+// A write during a disk fill answers 503 unavailable, never 500, and no
+// answer names a file (the issue saw 500 with the raft log's path).
+func TestStorageFailuresAnswerUnavailableWithoutPaths(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("commit storage batch: %w: write /data/pebble/000002.log: no space left on device", storage.ErrFatal),
+		fmt.Errorf("slot 3: %w", raftgroup.ErrStorage),
+		fmt.Errorf("slot 3: apply: %w", raftfsm.ErrStopped),
+		errors.New("open /var/lib/timemachine/raft/slots.db: input/output error"),
+	} {
+		got := toModel(err)
+		if got == nil {
+			t.Fatalf("%v: no error", err)
+		}
+		if strings.Contains(got.Message, "/") {
+			t.Errorf("%v: the answer names a file: %q", err, got.Message)
+		}
+		storageFailed := errors.Is(err, storage.ErrFatal) || errors.Is(err, raftgroup.ErrStorage) || errors.Is(err, raftfsm.ErrStopped)
+		if storageFailed && got.Kind != model.KindUnavailable {
+			t.Errorf("%v: %s, want unavailable", err, got.Kind)
+		}
 	}
 }
 
