@@ -33,7 +33,7 @@ type Config struct {
 	// Lease: a slot leader may send callbacks while a majority of the
 	// slot's voters answered a ping sent less than Lease ago (default
 	// 500ms). It must stay below DeadAfter and below raft's heartbeat
-	// timeout (docs/reliability.md#fencing).
+	// timeout (docs/reliability.md#liveness-fencing-and-clocks).
 	Lease time.Duration
 	// DeadAfter: a peer that answered no ping sent within it is dead
 	// (default 700ms). A refused or broken connection makes it dead at
