@@ -170,7 +170,7 @@ func (r *livenessReactor) react() {
 			}
 			r.handing[rep.Slot()] = now
 			go func(rep *slot.Replica) {
-				n.log.Warn("handing a slot's leadership away: this node's clock is out of bounds", "slot", rep.Slot())
+				n.log.Info("handing a slot's leadership away: this node's clock is out of bounds", "slot", rep.Slot())
 				rep.TransferLeadership(3 * time.Second)
 			}(rep)
 		}
