@@ -75,8 +75,10 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 				out[i].Code, out[i].Job = res[k].Code, res[k].Job
 				if resent && res[k].Code == model.CodeExists && res[k].Job != nil && res[k].Job.CreatedAt == now {
 					// Created by the attempt whose outcome was unknown:
-					// the job carries this request's stamp.
-					out[i].Code = model.CodeCreated
+					// the job carries this request's stamp. The answer is
+					// the job as that create made it (it may have fired or
+					// been retried since, while the outcome was sought).
+					out[i].Code, out[i].Job = model.CodeCreated, asCreated(res[k].Job, in[i].Spec.TriggerTime)
 				}
 				if res[k].Code == model.CodeCreated {
 					created++
@@ -265,4 +267,17 @@ func mergePages(pages []model.ListPage, limit int) ([]*model.Job, *model.ListPos
 		out = append(out, j)
 	}
 	return out, bound
+}
+
+// asCreated is job as its create made it: version 1, scheduled at its
+// trigger time, no attempt yet. A resolved create answers it, so the 201
+// describes the create, not whatever happened to the job since.
+func asCreated(j *model.Job, trigger int64) *model.Job {
+	if j.Version <= 1 {
+		return j
+	}
+	c := *j
+	c.Version, c.Status, c.TriggerTime, c.DueTime, c.Attempts = 1, model.StatusScheduled, trigger, trigger, 0
+	c.UpdatedAt, c.FinishedAt, c.LastError = j.CreatedAt, 0, ""
+	return &c
 }

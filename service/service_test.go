@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,24 @@ func TestMergePages(t *testing.T) {
 				t.Errorf("next %+v, want %+v", next, tc.next)
 			}
 		})
+	}
+}
+
+// A create whose outcome was unknown and that turns out to have created
+// the job answers 201 with the job as the create made it, even if it fired
+// meanwhile (the nemesis's checker saw a 201 carrying version 2).
+func TestResolvedCreateAnswersTheCreatedJob(t *testing.T) {
+	now := &model.Job{ID: "a", Version: 2, Status: model.StatusSucceeded, TriggerTime: 50, DueTime: 50, Attempts: 1,
+		CreatedAt: 10, UpdatedAt: 60, FinishedAt: 60, LastError: "x"}
+	got := asCreated(now, 50)
+	want := model.Job{ID: "a", Version: 1, Status: model.StatusScheduled, TriggerTime: 50, DueTime: 50, CreatedAt: 10, UpdatedAt: 10}
+	if !reflect.DeepEqual(*got, want) {
+		t.Fatalf("got %+v\nwant %+v", *got, want)
+	}
+	if now.Version != 2 {
+		t.Fatal("the job read was changed")
+	}
+	if v1 := (&model.Job{ID: "b", Version: 1}); asCreated(v1, 0) != v1 {
+		t.Fatal("a job still at version 1 is not answered as it is")
 	}
 }
