@@ -202,7 +202,12 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 	switch res[0].Code {
 	case model.CodeNotFound:
 		if resent {
-			return nil // the attempt whose outcome was unknown deleted it
+			// Deleted by the attempt whose outcome was unknown, or gone
+			// before it (another delete, retention): not to be told apart,
+			// and 204 and 404 would each be wrong in one case (nemesis
+			// seed 9436398528753521832: a second delete answered 204).
+			s.log.Warn("a DELETE's outcome stayed unknown: the job is gone", "collection", coll, "id", id)
+			return model.ErrOutcomeUnknown
 		}
 		return model.NotFound("job %q does not exist in collection %q", id, coll)
 	case model.CodeFiring:

@@ -22,8 +22,9 @@ import (
 //   - a create is re-sent with the same stamp: 201 as before, or "exists"
 //     with the job's created_at equal to this request's stamp — the
 //     earlier attempt created it, so the answer is 201 too;
-//   - a delete is re-sent: 204, or 404 — the earlier attempt deleted it,
-//     so the answer is 204;
+//   - a delete is re-sent: 204 (the earlier attempt did not apply), or
+//     404 — the job is gone, deleted by the earlier attempt or before it,
+//     which cannot be told apart: the outcome stays unknown;
 //   - a PUT first reads the job: a job carrying this request's spec and
 //     stamp (updated_at) is the earlier attempt's work (200, or 201 for
 //     version 1); a job still at the If-Match version (or absent, without
