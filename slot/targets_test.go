@@ -28,8 +28,10 @@ func TestTargetKey(t *testing.T) {
 
 func TestTargetsShareAndHandOff(t *testing.T) {
 	lim := NewTargets(2)
-	if !lim.TryAcquire("a") || !lim.TryAcquire("a") || lim.TryAcquire("a") {
-		t.Fatal("the share of a is not 2")
+	for i, want := range []bool{true, true, false} {
+		if got := lim.TryAcquire("a"); got != want {
+			t.Fatalf("TryAcquire #%d = %v: the share of a is not 2", i+1, got)
+		}
 	}
 	if !lim.TryAcquire("b") {
 		t.Fatal("a saturated target took b's place")
