@@ -71,6 +71,50 @@ func (f *Forwarder) setHint(s int, id string) {
 	f.hintMu.Unlock()
 }
 
+// clearHint forgets slot s's hint if it still names id.
+func (f *Forwarder) clearHint(s int, id string) {
+	f.hintMu.Lock()
+	if f.hints[s] == id {
+		delete(f.hints, s)
+	}
+	f.hintMu.Unlock()
+}
+
+// leaderHint is what this node tells a caller about slot s's leader in a
+// not_leader answer: whom its local replica follows, else its hint — but
+// never itself. This node does not lead (that is why it answers
+// not_leader), so a hint naming it is stale, and a caller following it
+// would come straight back here: a cached self-hint once kept reads of a
+// slot answering 503 through a healthy node indefinitely.
+func (f *Forwarder) leaderHint(s int) string {
+	local := ""
+	if r := f.cfg.Slots.Get(s); r != nil {
+		local, _ = r.Leader()
+	}
+	return replyHint(local, f.Hint(s), f.cfg.NodeID)
+}
+
+// replyHint chooses the leader named in a not_leader answer from what the
+// local replica follows and the cached hint: never self.
+func replyHint(localLeader, cached, self string) string {
+	if localLeader != "" && localLeader != self {
+		return localLeader
+	}
+	if cached != self {
+		return cached
+	}
+	return ""
+}
+
+// followHint is the hint a caller keeps from a not_leader answer of target:
+// none when it names target itself or the caller.
+func followHint(hint, target, self string) string {
+	if hint == target || hint == self {
+		return ""
+	}
+	return hint
+}
+
 // leaderGuess names the node to try for a slot's leader on this attempt:
 // the last leader that answered, what a local replica believes, then the
 // slot's replicas in turn.
@@ -139,9 +183,14 @@ func (f *Forwarder) forward(ctx context.Context, s int, m peer.Method, body []by
 		var re *peer.RemoteError
 		switch {
 		case errors.As(err, &re) && (re.Code == CodeNotLeader || re.Code == CodeNoReplica):
-			f.setHint(s, re.Message)
+			// A hint naming the node that just said it does not lead, or
+			// this node (which does not lead either, or the local replica
+			// would have answered), is stale: following it would only
+			// come back here. Drop it and look elsewhere.
+			hint := followHint(re.Message, target, f.cfg.NodeID)
+			f.setHint(s, hint)
 			lastErr = raftgroup.ErrNotLeader
-			if re.Message != "" && re.Message != target && follows < 3 {
+			if hint != "" && follows < 3 {
 				pauseNext = false // follow the hint at once
 				follows++
 			}
@@ -152,6 +201,9 @@ func (f *Forwarder) forward(ctx context.Context, s int, m peer.Method, body []by
 			}
 			lastErr = raftgroup.ErrNotLeader
 		case ctx.Err() != nil:
+			// The target did not answer in time (paused, overloaded or cut
+			// off): do not send the next request to it by default.
+			f.clearHint(s, target)
 			if write {
 				return nil, raftgroup.ErrUnknownOutcome
 			}

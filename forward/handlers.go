@@ -57,7 +57,7 @@ func (f *Forwarder) serveProposeSlot(ctx context.Context, body []byte) ([]byte, 
 	}
 	r := f.cfg.Slots.Get(s)
 	if r == nil {
-		return nil, NoReplica(f.Hint(s))
+		return nil, NoReplica(f.leaderHint(s))
 	}
 	cmds, err := raftfsm.SplitBatch(rest)
 	if err != nil {
@@ -65,8 +65,7 @@ func (f *Forwarder) serveProposeSlot(ctx context.Context, body []byte) ([]byte, 
 	}
 	res, err := r.ProposeEncoded(ctx, cmds)
 	if err != nil {
-		id, _ := r.Leader()
-		return nil, ToWire(err, id)
+		return nil, ToWire(err, f.leaderHint(s))
 	}
 	return raftfsm.EncodeResults(res), nil
 }
@@ -96,7 +95,7 @@ func (f *Forwarder) serveGetJob(_ context.Context, body []byte) ([]byte, error) 
 	}
 	r := f.cfg.Slots.Leader(s)
 	if r == nil {
-		return nil, &peer.RemoteError{Code: CodeNotLeader, Message: f.Hint(s)}
+		return nil, &peer.RemoteError{Code: CodeNotLeader, Message: f.leaderHint(s)}
 	}
 	j, ok, err := r.Get(q.Coll, q.ID)
 	if err != nil {
@@ -105,7 +104,11 @@ func (f *Forwarder) serveGetJob(_ context.Context, body []byte) ([]byte, error) 
 	if !ok {
 		return raftfsm.EncodeResults([]model.Result{{Code: model.CodeNotFound}}), nil
 	}
-	return raftfsm.EncodeResults([]model.Result{{Code: model.CodeOK, Job: j}}), nil
+	code := model.CodeOK
+	if j.Status == model.StatusFiring {
+		code = model.CodeFiring // the record codec has no firing status
+	}
+	return raftfsm.EncodeResults([]model.Result{{Code: code, Job: j}}), nil
 }
 
 func (f *Forwarder) serveListJobs(_ context.Context, body []byte) ([]byte, error) {
@@ -119,7 +122,7 @@ func (f *Forwarder) serveListJobs(_ context.Context, body []byte) ([]byte, error
 	}
 	r := f.cfg.Slots.Leader(s)
 	if r == nil {
-		return nil, &peer.RemoteError{Code: CodeNotLeader, Message: f.Hint(s)}
+		return nil, &peer.RemoteError{Code: CodeNotLeader, Message: f.leaderHint(s)}
 	}
 	page, err := r.List(q)
 	if err != nil {

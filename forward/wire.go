@@ -29,6 +29,7 @@ const (
 	CodeClosed         = "closed"
 	CodeOverloaded     = "overloaded" // the raft queue is full (the same word as model.KindOverloaded, meant alike)
 	CodeStopped        = "stopped"
+	CodeStorage        = "storage_failed"
 )
 
 // ToWire turns a local error into what travels back to the caller:
@@ -49,6 +50,8 @@ func ToWire(err error, leaderHint string) error {
 		return &peer.RemoteError{Code: CodeOverloaded, Message: err.Error()}
 	case errors.Is(err, raftfsm.ErrStopped):
 		return &peer.RemoteError{Code: CodeStopped, Message: err.Error()}
+	case errors.Is(err, raftgroup.ErrStorage):
+		return &peer.RemoteError{Code: CodeStorage, Message: raftgroup.ErrStorage.Error()}
 	}
 	if me, ok := model.AsError(err); ok {
 		return &peer.RemoteError{Code: string(me.Kind), Message: me.Message}
@@ -74,6 +77,8 @@ func FromWire(err error) error {
 		return raftgroup.ErrOverloaded
 	case CodeStopped:
 		return raftfsm.ErrStopped
+	case CodeStorage:
+		return raftgroup.ErrStorage
 	}
 	if k := model.Kind(re.Code); k.Known() {
 		return &model.Error{Kind: k, Message: re.Message}

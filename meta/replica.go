@@ -163,6 +163,13 @@ func (m *Replica) TransferTo(id, addr string) error { return m.g.TransferTo(id, 
 // TransferLeadership hands the meta group's leadership to any other voter.
 func (m *Replica) TransferLeadership(timeout time.Duration) { m.g.LeaveLeadership(timeout) }
 
+// Expedite makes this replica elect a new meta leader now if it follows
+// dead (raftgroup.Group.Expedite).
+func (m *Replica) Expedite(dead string) { m.g.Expedite(dead) }
+
+// Voters lists the meta group's voters.
+func (m *Replica) Voters() []string { return m.g.Voters() }
+
 // Close stops the meta replica.
 func (m *Replica) Close() error {
 	err := m.g.Close()

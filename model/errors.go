@@ -47,6 +47,9 @@ type Error struct {
 	Kind       Kind
 	Message    string
 	RetryAfter time.Duration
+	// Job, when set, is rendered next to the error: the job a 409 of a
+	// DELETE or PUT is about (its callback has started: status firing).
+	Job *Job
 }
 
 func (e *Error) Error() string { return string(e.Kind) + ": " + e.Message }
@@ -71,6 +74,15 @@ func IsKind(err error, k Kind) bool {
 	return ok && e.Kind == k
 }
 
+// ErrOutcomeUnknown: a write whose effect could not be established (the
+// slot's leader changed or became unreachable while it was in flight, and
+// no leader could be asked afterwards within the time a request may take).
+// It is not a contract error, because every contract error means "nothing
+// changed": the HTTP layer answers it with no answer at all — the
+// connection is closed — which every HTTP client already treats as "the
+// outcome is unknown" (docs/api.md#errors).
+var ErrOutcomeUnknown = errors.New("the outcome of the write is unknown")
+
 // Invalid is an invalid_argument error: the request itself is wrong.
 func Invalid(format string, args ...any) *Error {
 	return Errorf(KindInvalidArgument, format, args...)
@@ -81,6 +93,13 @@ func NotFound(format string, args ...any) *Error { return Errorf(KindNotFound, f
 
 // Conflict is a conflict error: the request contradicts the current state.
 func Conflict(format string, args ...any) *Error { return Errorf(KindConflict, format, args...) }
+
+// Firing is the conflict of a DELETE or PUT of a job whose callback has
+// already started (docs/api.md#jobs): nothing changed, and the answer
+// carries the job with status firing.
+func Firing(j *Job) *Error {
+	return &Error{Kind: KindConflict, Job: j, Message: fmt.Sprintf("job %q of collection %q is firing: its callback has started, so it can no longer be deleted or replaced before this attempt ends; read it again and retry once the attempt is over", j.ID, j.Collection)}
+}
 
 // PreconditionFailed is a precondition_failed error (If-Match).
 func PreconditionFailed(format string, args ...any) *Error {

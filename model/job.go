@@ -15,6 +15,9 @@ const (
 	StatusScheduled Status = 1
 	StatusSucceeded Status = 2
 	StatusFailed    Status = 3
+	// StatusFiring is never stored: the slot leader shows a scheduled job
+	// whose callback is in flight with it (docs/api.md#jobs).
+	StatusFiring Status = 4
 )
 
 // String is the API spelling of the status.
@@ -26,6 +29,8 @@ func (s Status) String() string {
 		return "succeeded"
 	case StatusFailed:
 		return "failed"
+	case StatusFiring:
+		return "firing"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

@@ -14,6 +14,10 @@ const (
 	CodePreconditionFailed             // If-Match did not match the current version
 	CodeStale                          // an outcome for a version that has since changed: ignored
 	CodeRejected                       // not allowed in the current state (e.g. collection being deleted)
+	// CodeFiring: a DELETE or PUT of a job whose callback has started; the
+	// slot leader refused it (nothing changed). Job is the job, with
+	// status firing. Decided by the leader, never by the state machine.
+	CodeFiring
 )
 
 func (c Code) String() string {
@@ -34,6 +38,8 @@ func (c Code) String() string {
 		return "stale"
 	case CodeRejected:
 		return "rejected"
+	case CodeFiring:
+		return "firing"
 	}
 	return "unknown"
 }

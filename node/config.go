@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/liveness"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/slot"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -36,6 +38,10 @@ type Config struct {
 	RaftLogLevel string
 	// FireConcurrency bounds the callbacks in flight on this node.
 	FireConcurrency int
+	// FirePerTarget bounds the callbacks in flight to one target
+	// (host:port), so one slow receiver cannot take the whole pool
+	// (default max(8, FireConcurrency/4)).
+	FirePerTarget int
 	// MaxMetaBytes bounds a job's meta (default 64 KiB).
 	MaxMetaBytes int
 	// CacheBytes is Pebble's block cache (default 128 MiB).
@@ -92,6 +98,13 @@ type Config struct {
 	MaxCollections, MaxRoutes int
 	// SecretsKeyFile encrypts secrets at rest.
 	SecretsKeyFile string
+	// MaxClockOffset is --max-clock-offset: how far this node's clock may
+	// be from the cluster majority's before it gives up its slot
+	// leaderships (default 250ms).
+	MaxClockOffset time.Duration
+	// DebugFaults (hidden --debug-faults) enables POST /v1/debug/clock,
+	// which shifts this process's wall clock (the nemesis's clock faults).
+	DebugFaults bool
 }
 
 // Defaults (docs/operations.md#running-a-node).
@@ -126,6 +139,9 @@ func (c *Config) setDefaults() {
 	if c.FireConcurrency <= 0 {
 		c.FireConcurrency = 1024
 	}
+	if c.FirePerTarget <= 0 {
+		c.FirePerTarget = slot.DefaultPerTarget(c.FireConcurrency)
+	}
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
@@ -137,6 +153,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns(c.FireConcurrency)
+	}
+	if c.MaxClockOffset <= 0 {
+		c.MaxClockOffset = liveness.DefaultMaxOffset
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/timemachine-db/timemachine/cluster"
 	"github.com/timemachine-db/timemachine/forward"
+	"github.com/timemachine-db/timemachine/liveness"
 	"github.com/timemachine-db/timemachine/meta"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
@@ -55,9 +56,13 @@ type Node struct {
 	// may start before that (its leadership) waits for it.
 	wired     chan struct{}
 	fireSlots chan struct{}
+	targets   *slot.Targets
 	dlv       *deliverer
 	webhook   *webhook.Client
 	metrics   *metrics
+	live      *liveness.Tracker
+	liveKick  chan struct{}
+	dclock    *debugClock // --debug-faults only
 	api       *httpapi.Server
 	httpLn    net.Listener
 	pprof     *http.Server
@@ -75,6 +80,11 @@ type Node struct {
 // returns once the node serves HTTP; the cluster forms (or the node
 // rejoins it) and slots elect their leaders right after.
 func Start(cfg Config) (_ *Node, err error) {
+	var dclock *debugClock
+	if cfg.DebugFaults {
+		dclock = &debugClock{}
+		cfg.Clock = dclock.now
+	}
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -82,6 +92,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, slots: slot.NewRegistry(), wired: make(chan struct{}),
 		fatal: make(chan error, 1), serveDone: make(chan struct{}), stop: make(chan struct{}),
+		dclock: dclock, liveKick: make(chan struct{}, 1),
 	}
 	defer func() {
 		if err != nil {
@@ -111,6 +122,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.finishDestroys()
+	n.logDB.SetOnFatal(n.onFatal)
 	muxOpts := mux.Options{Logger: n.log}
 	if n.sec.peerTLS != nil {
 		muxOpts.TLS = n.sec.peerTLS.PeerServerConfig()
@@ -123,7 +135,14 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
+	n.rpcSrv.SetClock(cfg.Clock)
 	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
+	interval, lease, deadAfter := livenessTiming(cfg.Timing)
+	n.live = liveness.New(liveness.Config{
+		Self: n.id.NodeID, Peers: n.livePeers, Pinger: n.rpc, Clock: cfg.Clock,
+		Interval: interval, Lease: lease, DeadAfter: deadAfter, MaxOffset: cfg.MaxClockOffset,
+		OnChange: n.kickLiveness, Logger: n.log,
+	})
 
 	metaStream, err := n.mux.StreamLayer(mux.MetaGroup, nil)
 	if err != nil {
@@ -145,6 +164,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.webhook = webhook.New(webhook.Options{Egress: n.sec.egress})
 	n.dlv = newDeliverer(n.webhook, n.sec.secrets)
 	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
+	n.targets = slot.NewTargets(cfg.FirePerTarget)
 
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("listen on http address %s: %w", cfg.HTTPAddr, err)
@@ -170,8 +190,14 @@ func Start(cfg Config) (_ *Node, err error) {
 		Meta: n.meta, Forward: n.fwd, Cluster: n.cluster, Clock: cfg.Clock, Logger: n.log,
 		OnCreated: func(k int) { n.metrics.created.Add(float64(k)) },
 		Secrets:   n.sec.sealer(), MaxCollections: cfg.MaxCollections, MaxRoutes: cfg.MaxRoutes,
+		Ready: n.clockReady,
 	})
+	var debugClockFn func(time.Duration) error
+	if cfg.DebugFaults {
+		debugClockFn = n.SetClockOffset
+	}
 	n.api = httpapi.New(n.svc, httpapi.Options{
+		DebugClock:     debugClockFn,
 		Clock:          cfg.Clock,
 		MaxMetaBytes:   cfg.MaxMetaBytes,
 		Logger:         n.log,
@@ -204,6 +230,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 	})
 	n.goLoop(n.resumeDeletions)
+	n.goLoop(n.watchLiveness)
 	if cfg.PprofAddr != "" {
 		n.pprof = &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 10 * time.Second}
 		n.goServe(func() {
@@ -290,9 +317,9 @@ func (n *Node) onFatal(err error) {
 	n.fatalOnce.Do(func() { n.fatal <- err })
 }
 
-// Ready reports nil when the node is in the cluster and every slot has a
-// leader, else why not.
-func (n *Node) Ready() error { return n.cluster.Ready() }
+// Ready reports nil when the node is in the cluster, every slot has a
+// leader and its clock is within bounds, else why not.
+func (n *Node) Ready() error { return n.svc.Ready() }
 
 // WaitReady blocks until Ready reports nil or ctx ends.
 func (n *Node) WaitReady(ctx context.Context) error { return n.cluster.WaitReady(ctx) }

@@ -29,7 +29,15 @@ func EncodeResults(res []model.Result) []byte {
 		dst = append(dst, 1)
 		dst = putStr(dst, r.Job.Collection)
 		dst = putStr(dst, r.Job.ID)
-		dst = putBytes(dst, AppendRecord(nil, r.Job))
+		j := r.Job
+		if j.Status == model.StatusFiring {
+			// Not a stored status: the record says scheduled, the code
+			// CodeFiring (DecodeResults puts it back).
+			c := *j
+			c.Status = model.StatusScheduled
+			j = &c
+		}
+		dst = putBytes(dst, AppendRecord(nil, j))
 	}
 	return dst
 }
@@ -53,6 +61,9 @@ func DecodeResults(b []byte) ([]model.Result, error) {
 			if r.err == nil {
 				if err := DecodeRecord(rec, j); err != nil {
 					return nil, err
+				}
+				if res.Code == model.CodeFiring && j.Status == model.StatusScheduled {
+					j.Status = model.StatusFiring
 				}
 			}
 			res.Job = j

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/storage"
 )
 
 // Errors a caller can act on. Raft's own errors are mapped to these, so
@@ -20,6 +22,10 @@ var (
 	ErrClosed = errors.New("the replica is shutting down")
 	// ErrOverloaded: the raft queue did not take the write in time.
 	ErrOverloaded = errors.New("the group is overloaded")
+	// ErrStorage: this node could not write the entry to its raft log (a
+	// full disk, an I/O error). The entry was neither stored nor sent to
+	// any follower, so nothing changed; the node is stopping.
+	ErrStorage = errors.New("this node's storage failed")
 )
 
 func mapRaftErr(err error) error {
@@ -32,6 +38,8 @@ func mapRaftErr(err error) error {
 		return ErrClosed
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return ErrOverloaded
+	case errors.Is(err, storage.ErrFatal):
+		return ErrStorage
 	}
 	return err
 }

@@ -16,8 +16,14 @@ import (
 	"github.com/timemachine-db/timemachine/storage"
 )
 
-// Timing holds the raft timeouts. The defaults suit a LAN or loopback: a
-// dead leader is replaced in about two seconds.
+// Timing holds the raft timeouts. The defaults are conservative — a
+// follower on its own starts an election only after 1-2 s without a
+// heartbeat, so a loaded node at 100% CPU does not make leadership flap —
+// and a dead leader is replaced well within a second anyway: the node's
+// liveness check sees it first and the followers are told to hurry
+// (Expedite). LeaderLeaseTimeout is both the leader's check-quorum (it
+// steps down after that long without a majority) and the timeouts of a
+// hurried follower (raft requires a heartbeat timeout of at least it).
 type Timing struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -29,9 +35,12 @@ type Timing struct {
 var DefaultTiming = Timing{
 	HeartbeatTimeout:   1000 * time.Millisecond,
 	ElectionTimeout:    1000 * time.Millisecond,
-	LeaderLeaseTimeout: 1000 * time.Millisecond,
+	LeaderLeaseTimeout: 500 * time.Millisecond,
 	CommitTimeout:      20 * time.Millisecond,
 }
+
+// WithDefaults fills the zero fields from DefaultTiming.
+func (t Timing) WithDefaults() Timing { return t.orDefault() }
 
 func (t Timing) orDefault() Timing {
 	if t.HeartbeatTimeout == 0 {
@@ -102,6 +111,9 @@ type Group struct {
 	bgMu      sync.Mutex
 	bgClosed  bool
 	obs       *raft.Observer
+
+	hurryMu sync.Mutex
+	hurried string // the dead leader this follower is hurrying past; "" when not
 }
 
 // Open opens the group's stores and starts raft and the leadership watch.
@@ -187,6 +199,100 @@ func Open(cfg Config) (*Group, error) {
 	go g.watchLeadership()
 	g.observe()
 	return g, nil
+}
+
+// Expedite makes this replica, a follower of dead (a leader the node's
+// liveness check found dead: paused, killed, cut off), elect a new leader
+// now rather than after the heartbeat timeout: raft's heartbeat and
+// election timeouts drop to LeaderLeaseTimeout, which also wakes the
+// follower loop at once (ReloadConfig), until a leader is known again or a
+// few seconds passed; then they go back. A no-op unless this replica
+// follows dead. Pre-vote stays on, so a voter that still hears from its
+// leader refuses: a node that only lost its own link to the leader
+// disrupts nothing. The caller staggers the followers of one group by a
+// few tens of milliseconds, so one of them wins the first round.
+func (g *Group) Expedite(dead string) {
+	if g.raft.State() != raft.Follower {
+		return
+	}
+	if _, id := g.raft.LeaderWithID(); string(id) != dead {
+		return
+	}
+	g.hurryMu.Lock()
+	select {
+	case <-g.closed:
+		g.hurryMu.Unlock()
+		return
+	default:
+	}
+	if g.hurried != "" {
+		g.hurryMu.Unlock()
+		return
+	}
+	g.hurried = dead
+	g.wg.Add(1)
+	g.hurryMu.Unlock()
+	if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
+		g.cfg.Logger.Warn("could not hurry the election", "group", g.cfg.Name, "error", err)
+		g.hurryMu.Lock()
+		g.hurried = ""
+		g.hurryMu.Unlock()
+		g.wg.Done()
+		return
+	}
+	g.cfg.Logger.Info("leader unreachable: electing a new one now", "group", g.cfg.Name, "leader", dead)
+	go g.unhurry(dead)
+}
+
+// unhurry restores the normal timeouts once a leader other than dead is
+// known (or this replica leads), or after hurryLimit.
+func (g *Group) unhurry(dead string) {
+	defer g.wg.Done()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.After(hurryLimit)
+	for done := false; !done; {
+		select {
+		case <-g.closed:
+			return
+		case <-limit:
+			done = true
+		case <-tick.C:
+			_, id := g.raft.LeaderWithID()
+			done = g.raft.State() == raft.Leader || (id != "" && string(id) != dead)
+		}
+	}
+	if err := g.setTimeouts(g.timing.HeartbeatTimeout, g.timing.ElectionTimeout); err != nil {
+		g.cfg.Logger.Warn("could not restore the raft timeouts", "group", g.cfg.Name, "error", err)
+	}
+	g.hurryMu.Lock()
+	g.hurried = ""
+	g.hurryMu.Unlock()
+}
+
+// hurryLimit bounds how long a follower keeps the short timeouts.
+const hurryLimit = 5 * time.Second
+
+func (g *Group) setTimeouts(heartbeat, election time.Duration) error {
+	rc := g.raft.ReloadableConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout = heartbeat, election
+	return g.raft.ReloadConfig(rc)
+}
+
+// Voters lists the voters of the group's latest configuration (cheap: no
+// round trip through raft's main loop).
+func (g *Group) Voters() []string {
+	servers, err := g.Servers()
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(servers))
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			out = append(out, string(s.ID))
+		}
+	}
+	return out
 }
 
 // Name is the group's name ("slot-3", "meta").
@@ -367,7 +473,9 @@ func (g *Group) Close() error {
 		g.bgMu.Lock()
 		g.bgClosed = true
 		g.bgMu.Unlock()
+		g.hurryMu.Lock()
 		close(g.closed)
+		g.hurryMu.Unlock()
 		g.wg.Wait()
 		if g.obs != nil {
 			g.raft.DeregisterObserver(g.obs)

@@ -17,7 +17,14 @@ func (s *Service) Cluster(ctx context.Context) (*model.ClusterInfo, error) {
 
 // Ready returns nil when this node is in the cluster and every slot has a
 // leader, else an error saying why not.
-func (s *Service) Ready() error { return s.cluster.Ready() }
+func (s *Service) Ready() error {
+	if s.ready != nil {
+		if err := s.ready(); err != nil {
+			return err
+		}
+	}
+	return s.cluster.Ready()
+}
 
 // Rebalance plans (dryRun) or commits the fewest replica moves that even
 // out replica and leader counts.

@@ -44,7 +44,11 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 		sl := s.slotOf(coll, x.ID)
 		bySlot[sl] = append(bySlot[sl], i)
 	}
-	var wg sync.WaitGroup
+	var (
+		wg         sync.WaitGroup
+		unknownMu  sync.Mutex
+		anyUnknown bool
+	)
 	for sl, idx := range bySlot {
 		wg.Add(1)
 		go func(sl int, idx []int) {
@@ -53,17 +57,29 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 			for k, i := range idx {
 				cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
 			}
-			res, err := s.fwd.ProposeSlot(ctx, sl, cmds...)
+			res, resent, err := s.proposeResolved(ctx, sl, cmds...)
 			if err != nil {
 				e := toModel(err)
 				for _, i := range idx {
 					out[i].Err = e
+				}
+				if errors.Is(err, model.ErrOutcomeUnknown) {
+					unknownMu.Lock()
+					anyUnknown = true
+					unknownMu.Unlock()
 				}
 				return
 			}
 			created := 0
 			for k, i := range idx {
 				out[i].Code, out[i].Job = res[k].Code, res[k].Job
+				if resent && res[k].Code == model.CodeExists && res[k].Job != nil && res[k].Job.CreatedAt == now {
+					// Created by the attempt whose outcome was unknown:
+					// the job carries this request's stamp. The answer is
+					// the job as that create made it (it may have fired or
+					// been retried since, while the outcome was sought).
+					out[i].Code, out[i].Job = model.CodeCreated, asCreated(res[k].Job, in[i].Spec.TriggerTime)
+				}
 				if res[k].Code == model.CodeCreated {
 					created++
 				}
@@ -72,6 +88,11 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 		}(sl, idx)
 	}
 	wg.Wait()
+	if anyUnknown {
+		// Per-item answers cannot say "unknown": the request as a whole
+		// gets none (re-sending a batch of creates with ids is safe).
+		return nil, model.ErrOutcomeUnknown
+	}
 	return out, nil
 }
 
@@ -92,11 +113,13 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 			return model.Result{}, routeMissing(spec.Route)
 		}
 	}
-	res, err := s.fwd.ProposeSlot(ctx, s.slotOf(coll, id), &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()})
+	res, err := s.upsertResolved(ctx, coll, id, spec, ifMatch)
 	if err != nil {
 		return model.Result{}, fail(err)
 	}
 	switch res[0].Code {
+	case model.CodeFiring:
+		return res[0], model.Firing(res[0].Job)
 	case model.CodePreconditionFailed:
 		if res[0].Job == nil {
 			return res[0], model.PreconditionFailed("If-Match: %d, but job %q does not exist", ifMatch, id)
@@ -106,6 +129,49 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 		s.created(1)
 	}
 	return res[0], nil
+}
+
+// upsertResolved proposes an upsert and, when its outcome is unknown, finds
+// it out (see resolve.go): by reading the job, and re-sending the upsert
+// only when the read shows that the earlier attempt did not touch it.
+func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec model.JobSpec, ifMatch uint64) ([]model.Result, error) {
+	sl := s.slotOf(coll, id)
+	cmd := &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()}
+	res, err := s.fwd.ProposeSlot(ctx, sl, cmd)
+	if !unknown(err) {
+		return res, err
+	}
+	r := newResolver(context.WithoutCancel(ctx))
+	defer r.cancel()
+	for r.next() {
+		j, found, err := s.fwd.GetJob(r.ctx, sl, coll, id)
+		if err != nil {
+			continue // no leader to ask yet
+		}
+		switch {
+		case found && j.SpecHash == spec.Hash && j.UpdatedAt == cmd.Now:
+			// The earlier attempt's work: its spec and its stamp.
+			code := model.CodeOK
+			if j.Version == 1 && j.CreatedAt == cmd.Now {
+				code = model.CodeCreated
+			}
+			return []model.Result{{Code: code, Job: j}}, nil
+		case (ifMatch == 0 && !found) || (ifMatch != 0 && found && j.Version == ifMatch):
+			// Untouched: the earlier attempt did not apply, and cannot
+			// any more (a leader answered). Send it again.
+			res, err = s.fwd.ProposeSlot(r.ctx, sl, cmd)
+			if !inconclusive(err) {
+				return res, err
+			}
+		default:
+			// Changed since, by this write or another: not to be told
+			// apart.
+			s.log.Warn("a PUT's outcome stayed unknown", "collection", coll, "id", id)
+			return nil, model.ErrOutcomeUnknown
+		}
+	}
+	s.log.Warn("a PUT's outcome stayed unknown", "collection", coll, "id", id)
+	return nil, model.ErrOutcomeUnknown
 }
 
 // GetJob reads a job on its slot's leader, so a client reads its own
@@ -129,12 +195,23 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 	if _, err := s.knownCollection(ctx, coll); err != nil {
 		return err
 	}
-	res, err := s.fwd.ProposeSlot(ctx, s.slotOf(coll, id), &raftfsm.Delete{Coll: coll, ID: id})
+	res, resent, err := s.proposeResolved(ctx, s.slotOf(coll, id), &raftfsm.Delete{Coll: coll, ID: id})
 	if err != nil {
 		return fail(err)
 	}
-	if res[0].Code == model.CodeNotFound {
+	switch res[0].Code {
+	case model.CodeNotFound:
+		if resent {
+			// Deleted by the attempt whose outcome was unknown, or gone
+			// before it (another delete, retention): not to be told apart,
+			// and 204 and 404 would each be wrong in one case (nemesis
+			// seed 9436398528753521832: a second delete answered 204).
+			s.log.Warn("a DELETE's outcome stayed unknown: the job is gone", "collection", coll, "id", id)
+			return model.ErrOutcomeUnknown
+		}
 		return model.NotFound("job %q does not exist in collection %q", id, coll)
+	case model.CodeFiring:
+		return model.Firing(res[0].Job)
 	}
 	return nil
 }
@@ -195,4 +272,17 @@ func mergePages(pages []model.ListPage, limit int) ([]*model.Job, *model.ListPos
 		out = append(out, j)
 	}
 	return out, bound
+}
+
+// asCreated is job as its create made it: version 1, scheduled at its
+// trigger time, no attempt yet. A resolved create answers it, so the 201
+// describes the create, not whatever happened to the job since.
+func asCreated(j *model.Job, trigger int64) *model.Job {
+	if j.Version <= 1 {
+		return j
+	}
+	c := *j
+	c.Version, c.Status, c.TriggerTime, c.DueTime, c.Attempts = 1, model.StatusScheduled, trigger, trigger, 0
+	c.UpdatedAt, c.FinishedAt, c.LastError = j.CreatedAt, 0, ""
+	return &c
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/storage"
 )
 
 // Config wires a Service.
@@ -31,6 +32,9 @@ type Config struct {
 	// MaxCollections and MaxRoutes bound the meta state (limits.go); 0
 	// takes the defaults, negative means no limit.
 	MaxCollections, MaxRoutes int
+	// Ready, if set, is a condition of the node's own for /readyz (its
+	// clock is within bounds), checked before the cluster's.
+	Ready func() error
 }
 
 // Service is the API's backend on a node.
@@ -40,6 +44,7 @@ type Service struct {
 	cluster *cluster.Cluster
 	clock   func() time.Time
 	created func(n int)
+	ready   func() error
 	log     *slog.Logger
 
 	sealer                    Sealer
@@ -63,7 +68,7 @@ func New(cfg Config) *Service {
 	if cfg.MaxRoutes == 0 {
 		cfg.MaxRoutes = DefaultMaxRoutes
 	}
-	return &Service{meta: cfg.Meta, fwd: cfg.Forward, cluster: cfg.Cluster, clock: cfg.Clock, created: cfg.OnCreated, log: cfg.Logger,
+	return &Service{meta: cfg.Meta, fwd: cfg.Forward, cluster: cfg.Cluster, clock: cfg.Clock, created: cfg.OnCreated, ready: cfg.Ready, log: cfg.Logger,
 		sealer: cfg.Secrets, maxCollections: cfg.MaxCollections, maxRoutes: cfg.MaxRoutes}
 }
 
@@ -85,6 +90,8 @@ func toModel(err error) *model.Error {
 		return e
 	}
 	switch {
+	case errors.Is(err, model.ErrOutcomeUnknown):
+		return nil
 	case errors.Is(err, forward.ErrMetaUnavailable):
 		return model.Unavailable(retrySoon, "%v; retry shortly", err)
 	case errors.Is(err, forward.ErrMetaBehind):
@@ -92,22 +99,32 @@ func toModel(err error) *model.Error {
 	case errors.Is(err, raftgroup.ErrNotLeader):
 		return model.Unavailable(retrySoon, "the slot has no leader right now (an election is in progress); retry shortly")
 	case errors.Is(err, raftgroup.ErrUnknownOutcome):
-		return model.Unavailable(retrySoon, "the slot's leader changed while the write was in flight, so it may or may not have been applied; retrying the same request is safe")
+		// Reads only: writes find their outcome out (resolve.go).
+		return model.Unavailable(retrySoon, "the slot's leader changed while the request was in flight; retry shortly")
 	case errors.Is(err, raftgroup.ErrClosed):
 		return model.Unavailable(retrySoon, "this node is shutting down; send the request to another node")
 	case errors.Is(err, raftgroup.ErrOverloaded):
 		return model.Overloaded(retrySoon, "the slot's write queue is full; slow down and retry")
-	case errors.Is(err, raftfsm.ErrStopped):
-		return model.Unavailable(5*time.Second, "the slot stopped after a storage failure on this node; see its log")
+	case errors.Is(err, raftfsm.ErrStopped), errors.Is(err, raftgroup.ErrStorage), errors.Is(err, storage.ErrFatal):
+		// For a write, only ErrStorage reaches here (nothing was stored):
+		// ErrStopped means committed but not applied, an unknown outcome.
+		return model.Unavailable(5*time.Second, "a node's storage failed (is its disk full?) and it is stopping; nothing was changed: retry, the cluster moves the slot's leadership to a healthy node")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return model.Unavailable(retrySoon, "the request timed out inside the cluster (%v); its outcome is unknown, retrying the same request is safe", err)
+		return model.Unavailable(retrySoon, "the request timed out inside the cluster; retry shortly")
 	}
-	return model.Internal("%v", err)
+	// Anything else is a bug. Its text may name files or internals, so it
+	// goes to the log, not to the client.
+	slog.Default().Error("unexpected internal error", "error", err)
+	return model.Internal("an unexpected error occurred on this node (it is in the node's log); please report it")
 }
 
 // fail is toModel as an error (a nil *model.Error must not become a
-// non-nil error).
+// non-nil error). model.ErrOutcomeUnknown stays itself: it is no contract
+// error (the HTTP layer answers it by closing the connection).
 func fail(err error) error {
+	if errors.Is(err, model.ErrOutcomeUnknown) || errors.Is(err, raftgroup.ErrUnknownOutcome) {
+		return model.ErrOutcomeUnknown
+	}
 	if e := toModel(err); e != nil {
 		return e
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/storage"
 )
 
 // Internal failures become the domain errors a client can act on; the
@@ -47,6 +50,29 @@ func TestToModel(t *testing.T) {
 	}
 	if toModel(nil) != nil || fail(nil) != nil {
 		t.Error("nil must stay nil (a typed nil would be a non-nil error)")
+	}
+}
+
+// A write during a disk fill answers 503 unavailable, never 500, and no
+// answer names a file (the issue saw 500 with the raft log's path).
+func TestStorageFailuresAnswerUnavailableWithoutPaths(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("commit storage batch: %w: write /data/pebble/000002.log: no space left on device", storage.ErrFatal),
+		fmt.Errorf("slot 3: %w", raftgroup.ErrStorage),
+		fmt.Errorf("slot 3: apply: %w", raftfsm.ErrStopped),
+		errors.New("open /var/lib/timemachine/raft/slots.db: input/output error"),
+	} {
+		got := toModel(err)
+		if got == nil {
+			t.Fatalf("%v: no error", err)
+		}
+		if strings.Contains(got.Message, "/") {
+			t.Errorf("%v: the answer names a file: %q", err, got.Message)
+		}
+		storageFailed := errors.Is(err, storage.ErrFatal) || errors.Is(err, raftgroup.ErrStorage) || errors.Is(err, raftfsm.ErrStopped)
+		if storageFailed && got.Kind != model.KindUnavailable {
+			t.Errorf("%v: %s, want unavailable", err, got.Kind)
+		}
 	}
 }
 
@@ -107,5 +133,24 @@ func TestMergePages(t *testing.T) {
 				t.Errorf("next %+v, want %+v", next, tc.next)
 			}
 		})
+	}
+}
+
+// A create whose outcome was unknown and that turns out to have created
+// the job answers 201 with the job as the create made it, even if it fired
+// meanwhile (the nemesis's checker saw a 201 carrying version 2).
+func TestResolvedCreateAnswersTheCreatedJob(t *testing.T) {
+	now := &model.Job{ID: "a", Version: 2, Status: model.StatusSucceeded, TriggerTime: 50, DueTime: 50, Attempts: 1,
+		CreatedAt: 10, UpdatedAt: 60, FinishedAt: 60, LastError: "x"}
+	got := asCreated(now, 50)
+	want := model.Job{ID: "a", Version: 1, Status: model.StatusScheduled, TriggerTime: 50, DueTime: 50, CreatedAt: 10, UpdatedAt: 10}
+	if !reflect.DeepEqual(*got, want) {
+		t.Fatalf("got %+v\nwant %+v", *got, want)
+	}
+	if now.Version != 2 {
+		t.Fatal("the job read was changed")
+	}
+	if v1 := (&model.Job{ID: "b", Version: 1}); asCreated(v1, 0) != v1 {
+		t.Fatal("a job still at version 1 is not answered as it is")
 	}
 }

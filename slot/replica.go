@@ -48,6 +48,21 @@ type Metrics interface {
 	RaftEvent(slot int, e raftgroup.Event)
 }
 
+// Fence is what a slot leader asks right before each callback leaves
+// (the node's liveness tracker implements it; docs/reliability.md).
+type Fence interface {
+	// LeaseHeld: a majority of voters answered a liveness ping sent less
+	// than the lease ago. A leader that was paused, cut off or deposed
+	// has no such answers, whatever raft still believes.
+	LeaseHeld(voters []string) bool
+	// ClockOK: this node's clock is within --max-clock-offset of the
+	// majority's (and has not just stepped).
+	ClockOK() bool
+	// FireNow is the time due times are compared with: the local clock
+	// less how far it may run ahead of the majority's.
+	FireNow(local time.Time) time.Time
+}
+
 // Config configures one slot replica.
 type Config struct {
 	Slot   int
@@ -69,6 +84,9 @@ type Config struct {
 	RaftLogLevel string
 	Clock        func() time.Time
 	Timing       raftgroup.Timing
+	// Targets, if set, bounds the callbacks in flight to one target
+	// (host:port) across the node: share one across the node's replicas.
+	Targets *Targets
 	// FireSlots bounds concurrent callbacks; share one across the node's
 	// slots. Default: a pool of 256 for this replica alone.
 	FireSlots chan struct{}
@@ -85,6 +103,9 @@ type Config struct {
 	MaintenanceInterval time.Duration
 	// OnFatal is called once if the replica's storage fails.
 	OnFatal func(error)
+	// Fence, if set, must allow each callback right before it is sent
+	// (fencing and clock bounds); unset, only raft's leadership counts.
+	Fence Fence
 	// MetaReady, if set, blocks until the meta state is current; a new
 	// leader waits for it before firing, so a collection or route that the
 	// meta group has not replayed yet is never taken for a deleted one.
@@ -141,6 +162,8 @@ type Replica struct {
 	outcomes *raftgroup.Proposer // the scheduler's acks, retries and reschedules
 
 	active         atomic.Pointer[scheduler]
+	guard          *jobGuard // fires vs. DELETE/PUT of the same job (leader only)
+	voters         atomic.Pointer[voterCache]
 	proposedOffset atomic.Int64
 	lastOffset     atomic.Int64
 	lastOffsetAt   atomic.Int64
@@ -155,7 +178,7 @@ type Replica struct {
 // waits for Bootstrap (or, in a cluster, to be added by a leader).
 func Open(cfg Config) (*Replica, error) {
 	cfg.setDefaults()
-	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{})}
+	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{}), guard: newJobGuard()}
 	if err := FinishDestroy(cfg.Dir, cfg.Slot, groupName(cfg.Slot), cfg.DB, cfg.LogDB); err != nil {
 		return nil, fmt.Errorf("slot %d: finish deleting an earlier replica: %w", cfg.Slot, err)
 	}
@@ -291,7 +314,7 @@ func (r *Replica) lead(ctx context.Context) {
 	}
 	s := newScheduler(r, schedConfig{
 		slot: r.slot, log: r.log, clock: r.cfg.Clock, sem: r.fireSlots,
-		window: r.cfg.Window, maxLoaded: r.cfg.MaxLoaded, workers: fireWorkers,
+		window: r.cfg.Window, maxLoaded: r.cfg.MaxLoaded, workers: fireWorkers, guard: r.guard,
 	})
 	r.active.Store(s)
 	defer r.active.Store(nil)
@@ -317,7 +340,63 @@ func (r *Replica) applyEntry(data []byte) ([]model.Result, error) {
 
 // retryLater is what fire returns for a job it cannot deliver now but must
 // not forget: the scheduler puts it back after a pause.
-var retryLater = []byte{}
+var retryLater = fireResult{again: retryLaterPause}
+
+// notNow is what fire returns when it may not send right now (a DELETE or
+// PUT of the job began): the job is looked at again shortly, when the
+// record says what is left to do.
+var notNow = fireResult{again: notNowPause}
+
+// notNowPause is how soon a fire that was held back is looked at again.
+const notNowPause = 20 * time.Millisecond
+
+func outcome(cmd []byte) fireResult { return fireResult{cmd: cmd} }
+
+// fencedPause is how soon a job held back by the fence is looked at again.
+const fencedPause = 100 * time.Millisecond
+
+func (r *Replica) fireNow(local time.Time) time.Time {
+	if r.cfg.Fence == nil {
+		return local
+	}
+	return r.cfg.Fence.FireNow(local)
+}
+
+// fenced reports whether this replica may start a callback now: raft says
+// it leads, it holds the liveness lease over the slot's voters, and its
+// clock is within bounds. A few atomics and a map lookup per voter.
+func (r *Replica) fenced() bool {
+	if !r.g.IsLeader() {
+		return false
+	}
+	f := r.cfg.Fence
+	return f == nil || (f.ClockOK() && f.LeaseHeld(r.currentVoters()))
+}
+
+// voterCache holds the slot's voters, read from raft at most every
+// voterCacheAge.
+type voterCache struct {
+	voters []string
+	at     time.Time
+}
+
+const voterCacheAge = 200 * time.Millisecond
+
+func (r *Replica) currentVoters() []string {
+	if v := r.voters.Load(); v != nil && time.Since(v.at) < voterCacheAge {
+		return v.voters
+	}
+	v := &voterCache{voters: r.g.Voters(), at: time.Now()}
+	r.voters.Store(v)
+	return v.voters
+}
+
+// Expedite makes this replica elect a new leader now if it follows dead
+// (raftgroup.Group.Expedite).
+func (r *Replica) Expedite(dead string) { r.g.Expedite(dead) }
+
+// Voters lists the slot's voters.
+func (r *Replica) Voters() []string { return r.g.Voters() }
 
 // outcomeLinger is how long the outcome proposer waits for more outcomes
 // once it holds one under load.
@@ -345,6 +424,85 @@ func (r *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Res
 	if !r.g.IsLeader() {
 		return nil, raftgroup.ErrNotLeader
 	}
+	held, refused := r.beginWrites(enc)
+	defer func() {
+		for _, w := range held {
+			r.guard.endWrite(w.coll, w.id)
+		}
+	}()
+	if len(refused) == 0 {
+		return r.propose(ctx, enc)
+	}
+	// Some writes were refused (their job's callback has started): propose
+	// the others and put the answers back in input order.
+	rest := make([][]byte, 0, len(enc)-len(refused))
+	for i, c := range enc {
+		if _, ok := refused[i]; !ok {
+			rest = append(rest, c)
+		}
+	}
+	var res []model.Result
+	if len(rest) > 0 {
+		var err error
+		if res, err = r.propose(ctx, rest); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]model.Result, 0, len(enc))
+	for i := range enc {
+		if x, ok := refused[i]; ok {
+			out = append(out, x)
+			continue
+		}
+		out = append(out, res[0])
+		res = res[1:]
+	}
+	return out, nil
+}
+
+type heldWrite struct{ coll, id string }
+
+// beginWrites starts the guard's write for every DELETE and PUT among enc.
+// A job whose callback has started refuses it: its result is CodeFiring
+// with the job, and it is not proposed.
+func (r *Replica) beginWrites(enc [][]byte) (held []heldWrite, refused map[int]model.Result) {
+	for i, b := range enc {
+		if len(b) == 0 || (raftfsm.CmdType(b[0]) != raftfsm.CmdDelete && raftfsm.CmdType(b[0]) != raftfsm.CmdUpsert) {
+			continue
+		}
+		cmds, err := raftfsm.Decode(b)
+		if err != nil || len(cmds) != 1 {
+			continue // the state machine answers it
+		}
+		var coll, id string
+		switch c := cmds[0].(type) {
+		case *raftfsm.Delete:
+			coll, id = c.Coll, c.ID
+		case *raftfsm.Upsert:
+			coll, id = c.Coll, c.ID
+		default:
+			continue
+		}
+		if r.guard.beginWrite(coll, id) {
+			held = append(held, heldWrite{coll, id})
+			continue
+		}
+		if refused == nil {
+			refused = map[int]model.Result{}
+		}
+		j, found, err := r.Get(coll, id)
+		if err != nil || !found {
+			j = &model.Job{Collection: coll, ID: id}
+		}
+		j.Status = model.StatusFiring
+		refused[i] = model.Result{Code: model.CodeFiring, Job: j}
+	}
+	return held, refused
+}
+
+// propose commits encoded commands, split into entries of at most
+// maxEntryBytes.
+func (r *Replica) propose(ctx context.Context, enc [][]byte) ([]model.Result, error) {
 	total := len(enc)
 	out := make([]model.Result, 0, total)
 	for len(enc) > 0 {
@@ -369,11 +527,11 @@ func (r *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Res
 // fire makes one callback attempt for a due entry, whose record j was read
 // just before (nil: it no longer exists), and returns the encoded outcome
 // to commit, or nil when there is nothing to commit.
-func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job) []byte {
+func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult {
 	if j == nil || j.Status != model.StatusScheduled || j.DueTime != e.Due {
 		// Deleted, replaced or moved since it was loaded: make sure no
 		// stray due entry is left behind (a no-op when none is).
-		return raftfsm.EncodeOne(&raftfsm.DropDue{Due: e.Due, Coll: e.Coll, ID: e.ID})
+		return outcome(raftfsm.EncodeOne(&raftfsm.DropDue{Due: e.Due, Coll: e.Coll, ID: e.ID}))
 	}
 	meta := r.cfg.Meta()
 	coll, ok := meta.Collection(j.Collection)
@@ -391,8 +549,8 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job) []
 		rt, ok := meta.Route(j.Route)
 		if !ok {
 			r.cfg.Metrics.Decided(r.slot, VerdictFailed)
-			return raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Attempts: j.Attempts,
-				LastError: fmt.Sprintf("route %q does not exist (it was deleted after the job was created)", j.Route), Now: r.cfg.Clock().UnixMilli()})
+			return outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Attempts: j.Attempts,
+				LastError: fmt.Sprintf("route %q does not exist (it was deleted after the job was created)", j.Route), Now: r.cfg.Clock().UnixMilli()}))
 		}
 		d.URL, d.Headers = rt.WebhookURL, rt.Headers
 		if rt.SigningSecret != "" {
@@ -407,22 +565,52 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job) []
 	}
 	d.Timeout = model.Duration(timeoutMs)
 
-	// Never early: the heap only hands out due jobs, but the wall clock is
-	// checked again here, right before the request leaves.
+	// This target's fair share of the fire pool: when its callbacks fill
+	// it, wait for one to end holding no node-wide slot, so a receiver
+	// that never answers delays no other target's jobs.
+	if lim := r.cfg.Targets; lim != nil {
+		key := targetKey(d.URL)
+		if !lim.TryAcquire(key) {
+			slot.yield()
+			if lim.Wait(ctx, key) != nil {
+				return fireResult{}
+			}
+			if !slot.reclaim(ctx) {
+				lim.Release(key)
+				return fireResult{}
+			}
+		}
+		defer lim.Release(key)
+	}
+
+	// Never early: the heap only hands out due jobs by the local clock;
+	// here, right before the request leaves, the time is checked again on
+	// the fence's clock (the local one less how far it may run ahead of
+	// the majority's, and the measurement's uncertainty).
 	now := r.cfg.Clock()
-	if wait := time.UnixMilli(j.DueTime).Sub(now); wait > 0 {
+	for {
+		wait := time.UnixMilli(j.DueTime).Sub(r.fireNow(now))
+		if wait <= 0 {
+			break
+		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return nil
+			return fireResult{}
 		}
 		now = r.cfg.Clock()
+	}
+	if !r.fenced() {
+		return fireResult{again: fencedPause}
+	}
+	if !mayFire() {
+		return notNow
 	}
 	d.Now = now
 	r.cfg.Metrics.Fired(r.slot, now.Sub(time.UnixMilli(j.DueTime)), attempt)
 	res := r.cfg.Deliverer.Deliver(ctx, d)
 	if ctx.Err() != nil {
-		return nil // leadership lost mid-flight: the next leader fires it
+		return fireResult{} // leadership lost mid-flight: the next leader fires it
 	}
 	// Rounded up, so waits computed from it are never short.
 	end := (r.cfg.Clock().UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
@@ -430,13 +618,13 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job) []
 	r.cfg.Metrics.Decided(r.slot, dec.Verdict)
 	switch dec.Verdict {
 	case VerdictSucceeded, VerdictFailed:
-		return raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Success: dec.Verdict == VerdictSucceeded,
-			Attempts: attempt, LastError: dec.LastError, Now: end})
+		return outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Success: dec.Verdict == VerdictSucceeded,
+			Attempts: attempt, LastError: dec.LastError, Now: end}))
 	case VerdictRetry:
-		return raftfsm.EncodeOne(&raftfsm.Retry{Coll: j.Collection, ID: j.ID, Version: j.Version, NextDue: dec.NextDue,
-			Attempts: attempt, LastError: dec.LastError, Now: end})
+		return outcome(raftfsm.EncodeOne(&raftfsm.Retry{Coll: j.Collection, ID: j.ID, Version: j.Version, NextDue: dec.NextDue,
+			Attempts: attempt, LastError: dec.LastError, Now: end}))
 	default:
-		return raftfsm.EncodeOne(&raftfsm.Reschedule{Coll: j.Collection, ID: j.ID, Version: j.Version, TriggerTime: dec.Trigger, Now: end})
+		return outcome(raftfsm.EncodeOne(&raftfsm.Reschedule{Coll: j.Collection, ID: j.ID, Version: j.Version, TriggerTime: dec.Trigger, Now: end}))
 	}
 }
 
@@ -586,9 +774,14 @@ func (r *Replica) snapshotLoop() {
 func (r *Replica) Snapshot() error { return r.g.Snapshot() }
 
 // Get reads a job from this replica's state. On the leader that includes
-// every acknowledged write.
+// every acknowledged write, and a job whose callback is in flight reads
+// with status firing.
 func (r *Replica) Get(coll, id string) (*model.Job, bool, error) {
-	return raftfsm.GetJob(r.db, r.slot, coll, id)
+	j, found, err := raftfsm.GetJob(r.db, r.slot, coll, id)
+	if found && j.Status == model.StatusScheduled && r.guard.firing(coll, id) {
+		j.Status = model.StatusFiring
+	}
+	return j, found, err
 }
 
 // List lists a collection's jobs in this slot.

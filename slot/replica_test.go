@@ -59,7 +59,7 @@ type testSlot struct {
 	meta  *raftfsm.MetaFSM
 }
 
-func openTestSlot(t *testing.T, dir string, d Deliverer) *testSlot {
+func openTestSlot(t *testing.T, dir string, d Deliverer, opts ...func(*Config)) *testSlot {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	db, err := storage.Open(filepath.Join(dir, "pebble"), storage.Options{Logger: log, CacheBytes: 8 << 20})
@@ -79,11 +79,15 @@ func openTestSlot(t *testing.T, dir string, d Deliverer) *testSlot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(Config{
+	cfg := Config{
 		Slot: 0, NodeID: "n1", Dir: filepath.Join(dir, "raft"), LogDB: logDB, DB: db, Stream: sl,
 		Meta: meta.State, Deliverer: d, Logger: log,
 		Timing: raftgroup.Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,10 +68,12 @@ type schedReplica interface {
 	dueIter(lower, upper []byte) (dueIter, error)
 	// readJobs reads the records of due entries (nil where a job is gone).
 	readJobs(refs []storage.DueEntry) ([]*model.Job, error)
-	// fire makes one callback attempt and returns the encoded outcome to
-	// commit: nil for nothing to commit, retryLater (empty) for a job that
-	// cannot be delivered now but must not be forgotten.
-	fire(ctx context.Context, e storage.DueEntry, j *model.Job) []byte
+	// fire makes one callback attempt and says what to do next: commit
+	// an outcome, nothing, or look at the job again after a pause (it
+	// cannot be delivered now but must not be forgotten). mayFire is asked
+	// right before the request would leave; when it says no, nothing is
+	// sent and the job is looked at again shortly.
+	fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult
 	// commitOutcome commits one outcome through raft.
 	commitOutcome(ctx context.Context, cmd []byte) error
 	// loadedUpTo tells the replica how far (ms) the due index is loaded:
@@ -87,6 +89,14 @@ type dueIter interface {
 	Close() error
 }
 
+// fireResult is what one fire asks the scheduler to do next: commit cmd
+// (an outcome), or, with cmd nil, look at the job again after again (zero:
+// the job is done with).
+type fireResult struct {
+	cmd   []byte
+	again time.Duration
+}
+
 // schedConfig is the scheduler's configuration, taken from the replica's.
 type schedConfig struct {
 	slot      int
@@ -96,6 +106,7 @@ type schedConfig struct {
 	window    time.Duration // how far ahead of now the due index is kept loaded
 	maxLoaded int           // jobs held in memory at most
 	workers   *workers      // where fires run
+	guard     *jobGuard     // the fire/write rule per job; nil: a private one
 }
 
 // scheduler is the slot-leader's firing loop
@@ -113,6 +124,7 @@ type scheduler struct {
 	window  int64 // ms of due index kept loaded ahead of now
 	maxHeap int
 	workers *workers
+	guard   *jobGuard
 
 	heap          itemHeap
 	known         map[string]*item
@@ -135,7 +147,11 @@ type scheduler struct {
 }
 
 func newScheduler(r schedReplica, c schedConfig) *scheduler {
+	if c.guard == nil {
+		c.guard = newJobGuard()
+	}
 	return &scheduler{
+		guard:   c.guard,
 		r:       r,
 		slot:    c.slot,
 		log:     c.log,
@@ -398,14 +414,19 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 		if len(round) == 0 {
 			return
 		}
+		// Armed before the records are read: a DELETE or PUT that begins
+		// after this point cancels the fire (jobGuard).
 		refs := make([]storage.DueEntry, len(round))
+		tokens := make([]fireToken, len(round))
 		for i, it := range round {
 			refs[i] = it.e
+			tokens[i] = s.guard.arm(it.e.Coll, it.e.ID)
 		}
 		jobs, err := s.r.readJobs(refs)
 		if err != nil {
 			s.log.Error("scheduler: reading due jobs failed; they will be retried", "slot", s.slot, "error", err)
-			for _, it := range round {
+			for i, it := range round {
+				s.guard.disarm(tokens[i], false)
 				<-s.sem
 				it.inflight = true
 				s.finish(it.key, true)
@@ -413,7 +434,7 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 			return
 		}
 		for i, it := range round {
-			s.dispatch(ctx, it, jobs[i])
+			s.dispatch(ctx, it, jobs[i], tokens[i])
 		}
 		if len(round) < maxRound {
 			return
@@ -424,12 +445,13 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 // dispatch fires one job on a worker goroutine; the caller holds a pool
 // slot, released as soon as the callback returns. The worker stays on the
 // job until the outcome is committed, so a graceful stop can wait for it.
-func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job) {
+func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fireToken) {
 	s.gate.Lock()
 	if s.stopping.Load() {
 		// A drain began after this job was popped: it stays for whoever
 		// leads next (or for resume), and is not fired here.
 		s.gate.Unlock()
+		s.guard.disarm(tok, false)
 		<-s.sem
 		heap.Push(&s.heap, it)
 		return
@@ -439,21 +461,29 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job) {
 	s.gate.Unlock()
 	s.workers.Go(func() {
 		defer s.fires.Done()
-		cmd := s.r.fire(ctx, it.e, j)
-		<-s.sem
-		if cmd == nil {
-			s.done(it.key)
-			return
-		}
-		if len(cmd) == 0 { // retryLater
+		sent := false
+		slot := &heldSlot{sem: s.sem, held: true}
+		res := s.r.fire(ctx, it.e, j, slot, func() bool {
+			sent = s.guard.startSend(tok)
+			return sent
+		})
+		// The callback is over (answered, failed or abandoned): a DELETE
+		// or PUT from now on no longer races it — its outcome commit is
+		// ignored for a job the write changed (outcomes carry the version).
+		s.guard.disarm(tok, sent)
+		slot.release()
+		switch {
+		case res.cmd != nil:
+			s.commit(ctx, it.key, res.cmd)
+		case res.again > 0:
 			select {
 			case <-ctx.Done():
-			case <-time.After(retryLaterPause):
+			case <-time.After(res.again):
 			}
 			s.finish(it.key, true)
-			return
+		default:
+			s.done(it.key)
 		}
-		s.commit(ctx, it.key, cmd)
 	})
 }
 

@@ -113,15 +113,25 @@ func (f *fakeReplica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
 	return out, nil
 }
 
-func (f *fakeReplica) fire(ctx context.Context, e storage.DueEntry, j *model.Job) []byte {
+func (f *fakeReplica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, _ *heldSlot, mayFire func() bool) fireResult {
+	if !mayFire() {
+		return notNow
+	}
 	f.mu.Lock()
 	f.fired = append(f.fired, fireRec{id: e.ID, due: e.Due, at: f.clock().UnixMilli()})
 	hook := f.fireHook
 	f.mu.Unlock()
 	if hook != nil {
-		return hook(ctx, e)
+		switch cmd := hook(ctx, e); {
+		case cmd == nil:
+			return fireResult{}
+		case len(cmd) == 0:
+			return retryLater
+		default:
+			return outcome(cmd)
+		}
 	}
-	return []byte("ack " + e.ID)
+	return outcome([]byte("ack " + e.ID))
 }
 
 // commitOutcome applies an ack the way the FSM would: the job leaves the

@@ -40,9 +40,10 @@ var ErrFatal = errors.New("storage failed")
 
 // DB is the node's single Pebble instance.
 type DB struct {
-	pdb *pebble.DB
-	dir string
-	log *slog.Logger
+	pdb     *pebble.DB
+	dir     string
+	log     *slog.Logger
+	onFatal func(error)
 }
 
 // Open opens (creating if needed) the Pebble database in dir.
@@ -83,7 +84,7 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open storage at %s: %w (if the files are corrupt, stop the node, move the data directory aside and restore it from a replica or a backup)", dir, err)
 	}
-	return &DB{pdb: pdb, dir: dir, log: lg}, nil
+	return &DB{pdb: pdb, dir: dir, log: lg, onFatal: o.OnFatal}, nil
 }
 
 // Close flushes nothing extra: every acknowledged write is in a raft log,
@@ -108,12 +109,14 @@ func (d *DB) NewIter(lower, upper []byte) (*Iter, error) {
 }
 
 // NewBatch returns a write-only batch.
-func (d *DB) NewBatch() *Batch { return &Batch{b: d.pdb.NewBatch()} }
+func (d *DB) NewBatch() *Batch { return &Batch{b: d.pdb.NewBatch(), db: d} }
 
 // NewIndexedBatch returns a batch whose reads see its own writes merged with
 // the database, which is what a state machine applying many commands in one
 // batch needs (a later command must see an earlier one's effect).
-func (d *DB) NewIndexedBatch() *Batch { return &Batch{b: d.pdb.NewIndexedBatch(), indexed: true} }
+func (d *DB) NewIndexedBatch() *Batch {
+	return &Batch{b: d.pdb.NewIndexedBatch(), indexed: true, db: d}
+}
 
 // NewSnapshot pins a consistent point-in-time view.
 func (d *DB) NewSnapshot() *Snapshot { return &Snapshot{s: d.pdb.NewSnapshot()} }
@@ -122,10 +125,35 @@ func (d *DB) NewSnapshot() *Snapshot { return &Snapshot{s: d.pdb.NewSnapshot()} 
 // are committed without sync (the raft log is the durable record); a snapshot
 // must sync before raft truncates the log behind it.
 func (d *DB) SyncWAL() error {
-	if err := d.pdb.LogData(nil, pebble.Sync); err != nil {
+	if err := d.write(func() error { return d.pdb.LogData(nil, pebble.Sync) }); err != nil {
 		return fmt.Errorf("sync storage WAL: %w", err)
 	}
 	return nil
+}
+
+// write runs one write into Pebble (a batch commit, a WAL record),
+// turning a panic into the storage-failure path. Pebble panics, rather
+// than returning an error, when the write-ahead log cannot be written (a
+// full disk: "pebble: error writing WAL"); unrecovered, that killed the
+// node with exit status 2 and a goroutine dump instead of the documented
+// exit 70 and an actionable message. The panic has left Pebble's commit
+// pipeline locked, so no later write can succeed: like Fatalf, it is
+// reported through OnFatal, and the error returned wraps ErrFatal.
+func (d *DB) write(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg := fmt.Sprint(r)
+			if e, ok := r.(error); ok {
+				msg = e.Error()
+			}
+			pebbleLogger{l: d.log}.report(msg)
+			err = fmt.Errorf("%w: %s", ErrFatal, msg)
+			if d.onFatal != nil {
+				d.onFatal(err)
+			}
+		}
+	}()
+	return fn()
 }
 
 // Compact compacts [lower, upper) fully, dropping tombstones.
@@ -145,7 +173,7 @@ func (d *DB) DeleteSlot(slot int) error {
 	if err := b.DeleteRange(lo, hi, nil); err != nil {
 		return fmt.Errorf("delete slot %d: %w", slot, err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := d.write(func() error { return b.Commit(pebble.Sync) }); err != nil {
 		return fmt.Errorf("delete slot %d: %w", slot, err)
 	}
 	return nil
@@ -219,6 +247,7 @@ func (s *Snapshot) Close() error { return s.s.Close() }
 type Batch struct {
 	b       *pebble.Batch
 	indexed bool
+	db      *DB
 }
 
 // Set writes key=val. The batch copies both.
@@ -258,7 +287,7 @@ func (b *Batch) Commit(sync bool) error {
 	if sync {
 		wo = pebble.Sync
 	}
-	if err := b.b.Commit(wo); err != nil {
+	if err := b.db.write(func() error { return b.b.Commit(wo) }); err != nil {
 		return fmt.Errorf("commit storage batch: %w", err)
 	}
 	return nil
@@ -362,14 +391,19 @@ func (p pebbleLogger) Errorf(format string, args ...interface{}) {
 	p.l.Error(fmt.Sprintf(format, args...))
 }
 
+// report logs the actionable message of a storage failure.
+func (p pebbleLogger) report(msg string) {
+	p.l.Error("storage failed; the node stops to protect acknowledged data. Check the disk (space, errors in dmesg), then restart the node; if the files are corrupt, move the data directory aside and let it re-replicate or restore it from a backup",
+		"error", msg)
+}
+
 // Fatalf is called by Pebble on an unrecoverable error (corruption, a
 // failed sync): carrying on would risk acknowledging writes that are gone.
 // It reports the failure and never returns, as Pebble requires; stopping
 // the process is the caller's (OnFatal) business.
 func (p pebbleLogger) Fatalf(format string, args ...interface{}) {
 	msg := fmt.Sprintf(format, args...)
-	p.l.Error("storage failed; the node stops to protect acknowledged data. Check the disk (space, errors in dmesg), then restart the node; if the files are corrupt, move the data directory aside and let it re-replicate or restore it from a backup",
-		"error", msg)
+	p.report(msg)
 	if p.onFatal != nil {
 		p.onFatal(fmt.Errorf("%w: %s", ErrFatal, msg))
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -42,7 +44,22 @@ type RaftLogDB struct {
 	// last drain (it would wait for an answer forever).
 	enq  sync.RWMutex
 	shut bool
+
+	onFatal atomic.Pointer[func(error)]
+	failed  atomic.Bool
 }
+
+// SetOnFatal sets what is called (once) when the file cannot be written:
+// a commit that failed for want of space or an I/O error. The error wraps
+// ErrFatal. Set it before the first write.
+func (d *RaftLogDB) SetOnFatal(fn func(error)) { d.onFatal.Store(&fn) }
+
+// fnError marks an error of one write's own function (not of the commit):
+// the others of its batch are committed without it.
+type fnError struct{ err error }
+
+func (e *fnError) Error() string { return e.err.Error() }
+func (e *fnError) Unwrap() error { return e.err }
 
 type logWrite struct {
 	fn   func(tx *bolt.Tx) error
@@ -129,7 +146,7 @@ func (d *RaftLogDB) commit(batch []*logWrite) {
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range batch {
 			if err := w.fn(tx); err != nil {
-				return err
+				return &fnError{err}
 			}
 		}
 		return nil
@@ -140,15 +157,57 @@ func (d *RaftLogDB) commit(batch []*logWrite) {
 		}
 		return
 	}
+	var fe *fnError
+	if !errors.As(err, &fe) {
+		// The commit itself failed (no space left, an I/O error, a failed
+		// fsync): what raft asked to be durable is not, and after a failed
+		// fsync nothing the file says can be trusted. The node stops.
+		err = d.fatal(err)
+		for _, w := range batch {
+			w.done <- err
+		}
+		return
+	}
 	if len(batch) == 1 {
-		batch[0].done <- err
+		batch[0].done <- fe.err
 		return
 	}
 	// One write failed and took the shared transaction with it: commit
 	// each on its own so only the faulty one fails.
 	for _, w := range batch {
-		w.done <- d.db.Update(w.fn)
+		err := d.db.Update(func(tx *bolt.Tx) error {
+			if err := w.fn(tx); err != nil {
+				return &fnError{err}
+			}
+			return nil
+		})
+		if errors.As(err, &fe) {
+			err = fe.err
+		} else if err != nil {
+			err = d.fatal(err)
+		}
+		w.done <- err
 	}
+}
+
+// fatal reports a failed commit of the raft log file (once) and returns
+// the error the writes get: it wraps ErrFatal and names no file, so it can
+// travel to a client's answer.
+func (d *RaftLogDB) fatal(err error) error {
+	cause := err
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		cause = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	out := fmt.Errorf("%w: the raft log could not be written: %w", ErrFatal, cause)
+	if !d.failed.Swap(true) {
+		d.log.Error("storage failed; the node stops to protect acknowledged data. Check the disk (space, errors in dmesg), then restart the node",
+			"file", d.path, "error", err)
+		if fn := d.onFatal.Load(); fn != nil {
+			(*fn)(out)
+		}
+	}
+	return out
 }
 
 func (d *RaftLogDB) fail(err error) {

@@ -65,10 +65,16 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&cfg.RaftLogLevel, "raft-log-level", "warn", "log level of the raft library (trace, debug, info, warn, error)")
 	f.IntVar(&cfg.FireConcurrency, "fire-concurrency", 1024, "callbacks in flight at once on this node")
+	f.IntVar(&cfg.FirePerTarget, "fire-per-target", 0, "callbacks in flight at once to one target host:port, so a slow receiver cannot take the whole pool (default max(8, fire-concurrency/4))")
 	f.IntVar(&cfg.MaxMetaBytes, "max-meta-bytes", model.DefaultMaxMetaBytes, fmt.Sprintf("largest meta a job may carry, in bytes (at most %d)", model.MaxMetaBytesLimit))
 	f.Int64Var(&cacheMB, "cache-mb", 128, "storage block cache, in MiB")
 	f.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (off when empty; keep it on loopback)")
 	addSecurityFlags(f, &cfg)
+	f.DurationVar(&cfg.MaxClockOffset, "max-clock-offset", 250*time.Millisecond, "how far this node's clock may be from the cluster majority's; beyond it the node leads no slot (docs/api.md#the-callback)")
+	// Fault injection for the nemesis (docs/reliability.md): POST
+	// /v1/debug/clock shifts this process's clock. Never in production.
+	f.BoolVar(&cfg.DebugFaults, "debug-faults", false, "enable POST /v1/debug/clock (fault injection for tests)")
+	_ = f.MarkHidden("debug-faults")
 	return cmd
 }
 

@@ -23,7 +23,7 @@ var layers = [][]string{
 	{"meta", "slot"},
 	{"raftgroup"},
 	{"raftfsm"},
-	{"dht", "storage"},
+	{"dht", "storage", "liveness"},
 	{"rpc/httpapi"},
 	{"rpc/webhook", "rpc/peer", "rpc/console", "rpc/openapi"},
 	{"rpc/mux"},

@@ -59,5 +59,7 @@ func asError(err error) *model.Error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return model.Unavailable(time.Second, "the cluster did not answer in time; retry the request")
 	}
-	return model.Internal("%s", err.Error())
+	// A bug. Its text may name files or internals: it goes to the log
+	// (fail logs every 5xx), not to the client.
+	return model.Internal("an unexpected error occurred on this node (it is in the node's log); please report it")
 }

@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -244,10 +247,35 @@ func TestCreateJobBackendError(t *testing.T) {
 		t.Fatalf("%s %q", code, msg)
 	}
 
-	f.createFn = func(string, []model.JobInput) ([]model.JobResult, error) { return nil, fmt.Errorf("disk on fire") }
+	// An unexpected error's text stays in the log: it may name files (a
+	// full disk once answered 500 with the raft log's path).
+	f.createFn = func(string, []model.JobInput) ([]model.JobResult, error) {
+		return nil, fmt.Errorf("write /var/lib/timemachine/raft/slots.db: no space left on device")
+	}
 	r = do(newTestServer(f).Handler(), "POST", jobsURI, `{"trigger_time":1,"callback_url":"http://x"}`)
-	if code, msg := r.errorBody(t); r.status != 500 || code != CodeInternal || msg != "disk on fire" {
+	if code, msg := r.errorBody(t); r.status != 500 || code != CodeInternal || strings.Contains(msg, "/var/lib") {
 		t.Fatalf("%d %s %q", r.status, code, msg)
+	}
+}
+
+// A write whose outcome is unknown gets no answer at all (the connection
+// is closed): every error of the contract would claim that nothing
+// changed, and the nemesis found such 503s that had taken effect.
+func TestUnknownOutcomeClosesTheConnection(t *testing.T) {
+	f := &fakeBackend{createFn: func(string, []model.JobInput) ([]model.JobResult, error) {
+		return nil, fmt.Errorf("slot 3: %w", model.ErrOutcomeUnknown)
+	}}
+	s := newTestServer(f)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	resp, err := http.Post("http://"+ln.Addr().String()+jobsURI, "application/json", strings.NewReader(`{"trigger_time":1,"callback_url":"http://x"}`))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a write of unknown outcome was answered %d", resp.StatusCode)
 	}
 }
 
@@ -517,6 +545,33 @@ func TestGetDeleteJob(t *testing.T) {
 	r = do(s.Handler(), "DELETE", "/v1/collections/orders/jobs/j", "")
 	if code, _ := r.errorBody(t); r.status != 404 || code != CodeNotFound {
 		t.Fatalf("%d %s", r.status, code)
+	}
+}
+
+// A DELETE or PUT of a job whose callback has started answers 409
+// conflict with the job, status firing (docs/api.md#jobs).
+func TestDeleteAndPutOfAFiringJob(t *testing.T) {
+	f := &fakeBackend{}
+	s := newTestServer(f)
+	f.err = model.Firing(&model.Job{Collection: "orders", ID: "j", Version: 3, Status: model.StatusFiring, TriggerTime: 5, DueTime: 5, CallbackURL: "https://example.com/h"})
+	f.upsertFn = func() (model.Result, error) { return model.Result{Code: model.CodeFiring}, f.err }
+	for _, req := range [][3]string{
+		{"DELETE", "/v1/collections/orders/jobs/j", ""},
+		{"PUT", "/v1/collections/orders/jobs/j", `{"trigger_time":9,"callback_url":"https://example.com/h"}`},
+	} {
+		r := do(s.Handler(), req[0], req[1], req[2])
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+			Job   struct {
+				ID      string `json:"id"`
+				Status  string `json:"status"`
+				Version uint64 `json:"version"`
+			} `json:"job"`
+		}
+		mustJSON(t, r.body, &body)
+		if r.status != 409 || body.Error.Code != CodeConflict || body.Job.ID != "j" || body.Job.Status != "firing" || body.Job.Version != 3 {
+			t.Fatalf("%s: %d %s", req[0], r.status, r.body)
+		}
 	}
 }
 

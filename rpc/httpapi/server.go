@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +86,11 @@ type Options struct {
 	// hands over its local, lock-free view of the meta state instead. It can
 	// also be set later with SetCollectionLookup.
 	LookupCollection func(name string) *model.Collection
+	// DebugClock, when set (the hidden --debug-faults), serves
+	// POST /v1/debug/clock {"offset":"2s"}: it shifts this process's wall
+	// clock (204). Unset, the endpoint does not exist (404). It is not part
+	// of the API and not in its description.
+	DebugClock func(offset time.Duration) error
 }
 
 // Server is the public HTTP API over a Backend.
@@ -275,6 +282,15 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	if s.preflight(ctx) {
 		return
 	}
+	if s.o.DebugClock != nil && string(ctx.Path()) == "/v1/debug/clock" {
+		// Hidden fault injection (--debug-faults): outside the router, so
+		// outside the OpenAPI document, but behind the admin permission.
+		routeName = "POST /v1/debug/clock"
+		if s.guard(&request{ctx: ctx}, &handler{method: "POST", name: routeName, perm: adminCluster}) {
+			s.debugClock(ctx)
+		}
+		return
+	}
 	ep, h, params := match(ctx)
 	if ep == nil {
 		writeError(ctx, model.NotFound("no such endpoint: %s %s; GET /v1/openapi.json lists the endpoints", ctx.Method(), clip(string(ctx.Path()))))
@@ -292,6 +308,35 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h.fn(s, r)
+}
+
+// debugClock is POST /v1/debug/clock {"offset":"2s"} (--debug-faults).
+func (s *Server) debugClock(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsPost() {
+		ctx.Response.Header.Set("Allow", "POST")
+		writeErrorStatus(ctx, fasthttp.StatusMethodNotAllowed, model.Invalid("use POST"))
+		return
+	}
+	var body struct {
+		Offset *string `json:"offset"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil || body.Offset == nil {
+		writeError(ctx, model.Invalid(`the body is {"offset":"<Go duration>"}, e.g. {"offset":"-2s"}`))
+		return
+	}
+	str := *body.Offset
+	d, err := time.ParseDuration(str)
+	if err != nil {
+		writeError(ctx, model.Invalid("offset %q: %v", str, err))
+		return
+	}
+	if err := s.o.DebugClock(d); err != nil {
+		writeError(ctx, model.Invalid("%v", err))
+		return
+	}
+	writeEmpty(ctx)
 }
 
 // --- answers ---
@@ -342,11 +387,36 @@ func retryAfterSeconds(d time.Duration) int64 {
 	return max(int64((d+time.Second-1)/time.Second), 1)
 }
 
+// noAnswer closes the connection without an answer: the write's outcome
+// is unknown (model.ErrOutcomeUnknown), and every answer the contract has
+// would claim to know it — an error says "nothing changed". An HTTP client
+// sees the request fail in transport, which it already treats as unknown.
+func (s *Server) noAnswer(r *request) {
+	s.log.Warn("closing the connection without an answer: the write's outcome could not be established",
+		"method", string(r.ctx.Method()), "path", string(r.ctx.Path()))
+	r.ctx.HijackSetNoResponse(true)
+	r.ctx.Hijack(func(c net.Conn) { _ = c.Close() })
+}
+
 // fail answers with err (from the backend) and logs server-side failures.
+// An error about a job (a 409 firing) carries the job next to it.
 func (s *Server) fail(r *request, err error) {
+	if errors.Is(err, model.ErrOutcomeUnknown) {
+		s.noAnswer(r)
+		return
+	}
 	e := asError(err)
 	if statusOf(e.Kind) >= 500 {
 		s.log.Warn("request failed", "method", string(r.ctx.Method()), "path", string(r.ctx.Path()), "status", statusOf(e.Kind), "err", err)
+	}
+	if e.Job != nil && statusOf(e.Kind) != 0 {
+		rd := jobRenderer{s: s}
+		b := append(make([]byte, 0, 512), `{"error":`...)
+		b = appendErrorObject(b, e)
+		b = append(b, `,"job":`...)
+		b = rd.append(b, e.Job)
+		writeJSON(r.ctx, statusOf(e.Kind), append(b, '}'))
+		return
 	}
 	writeError(r.ctx, e)
 }

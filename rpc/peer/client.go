@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -131,6 +132,63 @@ func (c *Client) Call(ctx context.Context, addr string, m Method, body []byte) (
 	case <-ctx.Done():
 		cc.forget(id) // a late answer finds no one and is dropped
 		return nil, fmt.Errorf("peer: call %d to %s: %w", m, addr, ctx.Err())
+	}
+}
+
+// Ping sends a liveness ping carrying this node's wall time (Unix ns) to
+// the peer at addr and returns the peer's wall time when it answered (0
+// from a peer that does not send one). The peer's transport answers it
+// itself, on its reader goroutine, so a busy handler cannot delay it; a
+// paused or cut-off peer does not answer at all. Errors are as for Call.
+func (c *Client) Ping(ctx context.Context, addr string, wall int64) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("peer: ping %s: %w", addr, err)
+	}
+	p, err := c.peer(addr)
+	if err != nil {
+		return 0, err
+	}
+	cc, err := p.get(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("peer: ping %s: %w", addr, err)
+	}
+	cl := &call{done: make(chan result, 1)}
+	id, err := cc.register(cl)
+	if err != nil {
+		return 0, fmt.Errorf("peer: ping %s: %w", addr, err)
+	}
+	_ = cc.w.send(frame{id: id, kind: kindPing, payload: binary.BigEndian.AppendUint64(nil, uint64(wall))})
+	select {
+	case r := <-cl.done:
+		if r.err != nil {
+			return 0, fmt.Errorf("peer: ping %s: %w", addr, r.err)
+		}
+		if len(r.body) != 8 {
+			return 0, nil
+		}
+		return int64(binary.BigEndian.Uint64(r.body)), nil
+	case <-ctx.Done():
+		cc.forget(id)
+		return 0, fmt.Errorf("peer: ping %s: %w", addr, ctx.Err())
+	}
+}
+
+// Drop closes the connections to addr at once, failing the calls waiting
+// on them with ErrUnreachable: the node's liveness check found the peer
+// dead (paused, cut off), and a call would otherwise wait for
+// DeadPeerTimeout. New calls dial again.
+func (c *Client) Drop(addr string, why error) {
+	c.mu.RLock()
+	p := c.peers[addr]
+	c.mu.RUnlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	conns := append([]*clientConn(nil), p.conns...)
+	p.mu.Unlock()
+	for _, cc := range conns {
+		cc.fail(unreachable(why))
 	}
 }
 
@@ -412,7 +470,18 @@ func (cc *clientConn) readLoop() {
 			}
 			cl.done <- result{err: re}
 		case kindPong:
-			// lastRecv is already updated; that was the point.
+			// lastRecv is already updated, which is what keepalive pings
+			// (id 0) are for; a Ping call waits for its own.
+			if f.id == 0 {
+				continue
+			}
+			cc.mu.Lock()
+			cl := cc.pending[f.id]
+			delete(cc.pending, f.id)
+			cc.mu.Unlock()
+			if cl != nil {
+				cl.done <- result{body: f.payload}
+			}
 		default:
 			cc.fail(unreachable(fmt.Errorf("%w: kind %d sent to a client", errBadFrame, f.kind)))
 			return

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	closeWait time.Duration // tests shorten it
+	clock     atomic.Pointer[func() time.Time]
 
 	mu       sync.Mutex
 	closed   bool
@@ -54,6 +56,17 @@ func NewServer(l net.Listener, log *slog.Logger) *Server {
 		ctx: ctx, cancel: cancel, closeWait: defaultCloseWait,
 		conns: map[*serverConn]struct{}{},
 	}
+}
+
+// SetClock sets the wall clock whose time a pong carries (Client.Ping);
+// default time.Now. Set it before Serve.
+func (s *Server) SetClock(now func() time.Time) { s.clock.Store(&now) }
+
+func (s *Server) wall() int64 {
+	if c := s.clock.Load(); c != nil {
+		return (*c)().UnixNano()
+	}
+	return time.Now().UnixNano()
 }
 
 // Handle registers the handler of method m. Each method has one handler,
@@ -194,7 +207,13 @@ func (sc *serverConn) serve() {
 			s.mu.Unlock()
 			go sc.handle(ctx, f)
 		case kindPing:
-			_ = sc.w.send(frame{id: f.id, kind: kindPong})
+			// A liveness ping (Client.Ping) carries the caller's wall time
+			// and gets ours back; a keepalive ping carries nothing.
+			pong := frame{id: f.id, kind: kindPong}
+			if len(f.payload) == 8 {
+				pong.payload = binary.BigEndian.AppendUint64(nil, uint64(s.wall()))
+			}
+			_ = sc.w.send(pong)
 		default:
 			s.log.Warn("dropping peer connection", "remote", sc.conn.RemoteAddr(),
 				"error", fmt.Errorf("%w: kind %d sent to a server", errBadFrame, f.kind))

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -253,30 +252,17 @@ func (c *Client) Close() {
 	c.hc.CloseIdleConnections()
 }
 
-// replayOnStaleConn lets fasthttp send a request a second time, once, when the
-// connection died before any byte of an answer arrived.
-//
-// This is connection management, not a retry policy: a keep-alive connection
-// the receiver has closed while it sat in our pool (Node and uvicorn close
-// idle connections after 5s, gunicorn after 2s) fails only when we next write
-// to it, and unlike net/http, fasthttp does not notice the close in the
-// background. Without the replay, every callback that lands on such a
-// connection would be reported as a failure and cost the job an attempt and
-// a backoff. Replaying is safe because the callback carries an
-// Idempotency-Key (net/http replays such requests for the same reason) and
-// delivery is at-least-once anyway. fasthttp does not say whether the
-// connection was a reused one, so a receiver that drops even a fresh
-// connection without answering also gets the request twice; that is the
-// same duplicate at-least-once already allows. Timeouts, and errors after
-// any byte of the answer arrived, are never replayed.
+// replayOnStaleConn lets fasthttp send a request a second time, once, when
+// it was refused before any byte left this process: the pooled keep-alive
+// connection it was about to use had been closed by the receiver while it
+// idled (Node and uvicorn close idle connections after 5s, gunicorn after
+// 2s). staleCheckConn detects that with a peek at the socket right before
+// the request is written. Any other failure — EOF, a reset or a timeout
+// after the request was (possibly) written — is never replayed: the
+// receiver may have seen the request, and an attempt must count as one
+// attempt, not reach the receiver twice with the same attempt number.
 func replayOnStaleConn(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
-	if attempts > 1 {
-		return false, false
-	}
-	return false, errors.Is(err, io.EOF) ||
-		errors.Is(err, fasthttp.ErrConnectionClosed) ||
-		errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE)
+	return false, attempts <= 1 && errors.Is(err, errStaleConn)
 }
 
 // clampDial returns the time allowed for connect plus handshake: the
@@ -293,12 +279,21 @@ func (c *Client) dialPlain(addr string, timeout time.Duration) (net.Conn, error)
 	return c.dialTCP(addr, c.clampDial(timeout))
 }
 
-// dialTCP connects through the egress policy when there is one.
+// dialTCP connects through the egress policy when there is one. The
+// connection is wrapped so that a pooled connection the receiver closed is
+// noticed before a request is written to it (staleCheckConn).
 func (c *Client) dialTCP(addr string, timeout time.Duration) (net.Conn, error) {
+	var conn net.Conn
+	var err error
 	if c.egress != nil {
-		return c.egress.Dial(addr, timeout)
+		conn, err = c.egress.Dial(addr, timeout)
+	} else {
+		conn, err = c.dialer.DialDualStackTimeout(addr, timeout)
 	}
-	return c.dialer.DialDualStackTimeout(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &staleCheckConn{Conn: conn}, nil
 }
 
 // configureHost gives each https host a dialer that does the TLS handshake
@@ -324,7 +319,8 @@ func (c *Client) configureHost(hc *fasthttp.HostClient) error {
 		if err != nil {
 			return nil, err
 		}
-		tc := tls.Client(conn, cfg)
+		// The check sits under TLS: it peeks at the raw socket.
+		tc := tls.Client(&staleCheckConn{Conn: conn}, cfg)
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err = tc.HandshakeContext(ctx)
 		cancel()

@@ -575,6 +575,62 @@ func TestDeliverReplaysOnStaleConnection(t *testing.T) {
 	}
 }
 
+// A receiver that reads a request and closes the connection without
+// answering got it twice: fasthttp replayed the POST on the EOF. The
+// attempt must reach the receiver once, on a fresh connection and on a
+// reused one alike, and count as failed.
+func TestDeliverNoReplayWhenReceiverClosesWithoutAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int32
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { ln.Close() })
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if requests.Add(1)%2 == 1 {
+						// Odd requests: answered, so the connection goes
+						// back to the pool and the next request reuses it.
+						io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+						continue
+					}
+					return // even ones: closed without an answer
+				}
+			})
+		}
+	})
+	c := newClient(t, Options{})
+	url := "http://" + ln.Addr().String() + "/"
+	for round := 0; round < 3; round++ {
+		before := requests.Load()
+		if res := c.Deliver(context.Background(), testRequest(url)); res.StatusCode != 200 {
+			t.Fatalf("round %d: answered delivery = %+v", round, res)
+		}
+		res := c.Deliver(context.Background(), testRequest(url)) // reuses the connection
+		if res.Err == nil {
+			t.Fatalf("round %d: a delivery the receiver never answered succeeded: %+v", round, res)
+		}
+		if n := requests.Load() - before; n != 2 {
+			t.Fatalf("round %d: the receiver saw %d requests for 2 deliveries (the unanswered one was replayed)", round, n)
+		}
+	}
+}
+
 func TestDeliverTLS(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Idempotency-Key") == "" {

@@ -1,0 +1,158 @@
+package liveness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
+)
+
+// fakePeer is how one peer answers pings.
+type fakePeer struct {
+	offset time.Duration // its clock minus true time
+	paused bool          // never answers
+	gone   bool          // refuses at once
+}
+
+type fakeNet struct {
+	mu    sync.Mutex
+	peers map[string]*fakePeer // by address
+}
+
+func (n *fakeNet) Ping(ctx context.Context, addr string, _ int64) (int64, error) {
+	n.mu.Lock()
+	p := *n.peers[addr]
+	n.mu.Unlock()
+	switch {
+	case p.gone:
+		return 0, errors.New("connection refused")
+	case p.paused:
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return time.Now().Add(p.offset).UnixNano(), nil
+}
+
+func (n *fakeNet) set(addr string, f func(p *fakePeer)) {
+	n.mu.Lock()
+	f(n.peers[addr])
+	n.mu.Unlock()
+}
+
+// skewedClock is this node's clock: true time plus an offset that the
+// test moves.
+type skewedClock struct{ off atomic.Int64 }
+
+func (c *skewedClock) now() time.Time { return time.Now().Add(time.Duration(c.off.Load())).Round(0) }
+
+func start(t *testing.T, net *fakeNet, clock func() time.Time, changes *atomic.Int32) *Tracker {
+	t.Helper()
+	tr := New(Config{
+		Self:      "n1",
+		Peers:     func() map[string]string { return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"} },
+		Pinger:    net,
+		Clock:     clock,
+		Interval:  10 * time.Millisecond,
+		Lease:     60 * time.Millisecond,
+		DeadAfter: 100 * time.Millisecond,
+		MaxOffset: 250 * time.Millisecond,
+		OnChange:  func() { changes.Add(1) },
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return tr
+}
+
+func newNet() *fakeNet {
+	return &fakeNet{peers: map[string]*fakePeer{"a2": {}, "a3": {}}}
+}
+
+// The lease (fencing): held while a majority of the voters answers pings,
+// lost once a majority has been silent for the lease, and back with fresh
+// answers. A single voter always holds it.
+func TestLease(t *testing.T) {
+	net := newNet()
+	var changes atomic.Int32
+	tr := start(t, net, time.Now, &changes)
+	voters := []string{"n1", "n2", "n3"}
+	testutil.Eventually(t, 5*time.Second, "the lease", testutil.True(func() bool { return tr.LeaseHeld(voters) }))
+	net.set("a2", func(p *fakePeer) { p.paused = true })
+	time.Sleep(150 * time.Millisecond)
+	if !tr.LeaseHeld(voters) {
+		t.Fatal("one paused voter of three: the lease must hold")
+	}
+	if !tr.Dead("n2") || tr.Dead("n3") {
+		t.Fatalf("dead: n2 %v n3 %v", tr.Dead("n2"), tr.Dead("n3"))
+	}
+	net.set("a3", func(p *fakePeer) { p.paused = true })
+	paused := time.Now()
+	testutil.Eventually(t, 5*time.Second, "the lease to lapse", testutil.True(func() bool { return !tr.LeaseHeld(voters) }))
+	if d := time.Since(paused); d > 60*time.Millisecond+2*10*time.Millisecond+50*time.Millisecond {
+		t.Errorf("the lease lapsed %v after the majority went silent (lease 60ms)", d)
+	}
+	if !tr.LeaseHeld([]string{"n1"}) {
+		t.Fatal("a lone voter holds its own lease")
+	}
+	net.set("a2", func(p *fakePeer) { p.paused = false })
+	testutil.Eventually(t, 5*time.Second, "the lease back", testutil.True(func() bool { return tr.LeaseHeld(voters) }))
+	// A refused connection is a dead peer at once, without waiting for
+	// DeadAfter.
+	net.set("a2", func(p *fakePeer) { p.gone = true })
+	gone := time.Now()
+	testutil.Eventually(t, 5*time.Second, "n2 dead", testutil.True(func() bool { return tr.Dead("n2") }))
+	if d := time.Since(gone); d >= 100*time.Millisecond {
+		t.Errorf("a refusing peer was declared dead after %v, not at once", d)
+	}
+	if changes.Load() == 0 {
+		t.Error("OnChange never called")
+	}
+}
+
+// Clock offsets: a node whose clock runs 2 s ahead of the two others sees
+// it (the majority's median), is out of bounds and waits its offset out
+// before firing; the others are within bounds. A step of the clock voids
+// the measurement at once, before the next round.
+func TestClockOffsets(t *testing.T) {
+	net := newNet()
+	var clock skewedClock
+	clock.off.Store(int64(2 * time.Second))
+	var changes atomic.Int32
+	tr := start(t, net, clock.now, &changes)
+	testutil.Eventually(t, 5*time.Second, "the offset measured", func() error {
+		skew, unc, ok := tr.Offset()
+		if !ok || skew < 1990*time.Millisecond || skew > 2010*time.Millisecond {
+			return fmt.Errorf("offset %v ± %v (known %v)", skew, unc, ok)
+		}
+		return nil
+	})
+	testutil.Eventually(t, time.Second, "the offset judged out of bounds", testutil.True(func() bool {
+		ex, _ := tr.Exceeded()
+		return ex && !tr.ClockOK()
+	}))
+	local := clock.now()
+	if fn := tr.FireNow(local); local.Sub(fn) < 1990*time.Millisecond {
+		t.Fatalf("FireNow is only %v behind the local clock", local.Sub(fn))
+	}
+	// The clock comes back: within bounds again.
+	clock.off.Store(0)
+	if tr.ClockOK() {
+		t.Fatal("right after a step the clock must not count as OK")
+	}
+	testutil.Eventually(t, 5*time.Second, "the clock OK again", testutil.True(tr.ClockOK))
+	// One peer off by 2 s does not move the majority.
+	net.set("a3", func(p *fakePeer) { p.offset = 2 * time.Second })
+	time.Sleep(100 * time.Millisecond)
+	if skew, _, _ := tr.Offset(); abs(skew) > 20*time.Millisecond || !tr.ClockOK() {
+		t.Fatalf("one skewed peer moved this node's offset to %v", skew)
+	}
+}

@@ -1,0 +1,219 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/timemachine-db/timemachine/liveness"
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/slot"
+)
+
+// debugClock is the process's wall clock under --debug-faults: true time
+// plus an offset set through POST /v1/debug/clock, for the nemesis's clock
+// faults. Everything that reads the node's clock sees it (scheduler,
+// stamps, liveness), nothing measures durations with it.
+type debugClock struct{ off atomic.Int64 }
+
+func (c *debugClock) now() time.Time { return time.Now().Add(time.Duration(c.off.Load())).Round(0) }
+
+// SetClockOffset shifts the node's wall clock by d (--debug-faults only).
+func (n *Node) SetClockOffset(d time.Duration) error {
+	if n.dclock == nil {
+		return errors.New("the clock can only be shifted with --debug-faults")
+	}
+	n.dclock.off.Store(int64(d))
+	n.log.Warn("debug: wall clock shifted", "offset", d)
+	return nil
+}
+
+// livenessTiming derives the liveness settings from raft's timing: the
+// lease stays below every way another node could be elected (a follower on
+// its own: the heartbeat timeout; a hurried one: only after the liveness
+// check found this node dead, DeadAfter).
+func livenessTiming(t raftgroup.Timing) (interval, lease, deadAfter time.Duration) {
+	t = t.WithDefaults()
+	lease = min(liveness.DefaultLease, t.HeartbeatTimeout/2)
+	deadAfter = lease + liveness.DefaultDeadAfter - liveness.DefaultLease
+	interval = min(liveness.DefaultInterval, lease/5)
+	return interval, lease, deadAfter
+}
+
+// livePeers is what the liveness check pings: every member of the node
+// table that has not left.
+func (n *Node) livePeers() map[string]string {
+	out := map[string]string{}
+	for id, nd := range n.meta.State().Nodes {
+		if nd.Status != model.NodeLeft && nd.BindAddr != "" {
+			out[id] = nd.BindAddr
+		}
+	}
+	return out
+}
+
+// kickLiveness wakes the liveness reaction loop (a peer died or came
+// back, the clock verdict changed).
+func (n *Node) kickLiveness() {
+	select {
+	case n.liveKick <- struct{}{}:
+	default:
+	}
+}
+
+// watchLiveness runs the liveness check and reacts to it: the connections
+// to a dead peer are dropped (calls waiting on them fail at once), the
+// followers of groups a dead peer led elect a new leader now, and while
+// this node's clock is out of bounds it hands its slot leaderships away.
+func (n *Node) watchLiveness() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.live.Run(ctx)
+	}()
+	defer func() { cancel(); wg.Wait() }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	r := &livenessReactor{n: n, dropped: map[string]bool{}, hurried: map[string]time.Time{}, handing: map[int]time.Time{}}
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.liveKick:
+		case <-tick.C:
+		}
+		r.react()
+	}
+}
+
+type livenessReactor struct {
+	n       *Node
+	dropped map[string]bool      // dead peers whose connections were dropped
+	hurried map[string]time.Time // group/dead leader → when an election was hurried
+	handing map[int]time.Time    // slot → when its leadership was handed away
+}
+
+// hurryStagger separates the followers of one group: the first (by id)
+// starts its election that much before the next, so one of them wins the
+// first round instead of splitting the vote.
+const hurryStagger = 40 * time.Millisecond
+
+func (r *livenessReactor) react() {
+	n := r.n
+	dead := n.live.DeadPeers()
+	for _, d := range dead {
+		if !r.dropped[d] {
+			r.dropped[d] = true
+			if addr := n.live.Addr(d); addr != "" {
+				n.rpc.Drop(addr, fmt.Errorf("node %s answers no liveness ping", d))
+			}
+		}
+	}
+	for d := range r.dropped {
+		if !slices.Contains(dead, d) {
+			delete(r.dropped, d)
+		}
+	}
+	now := time.Now()
+	for key, at := range r.hurried {
+		if now.Sub(at) > 2*time.Second {
+			delete(r.hurried, key)
+		}
+	}
+	if len(dead) > 0 {
+		type group struct {
+			name   string
+			leader func() string
+			voters func() []string
+			hurry  func(string)
+		}
+		var groups []group
+		for _, rep := range n.slots.All() {
+			groups = append(groups, group{fmt.Sprintf("slot-%d", rep.Slot()), func() string { id, _ := rep.Leader(); return id }, rep.Voters, rep.Expedite})
+		}
+		groups = append(groups, group{"meta", func() string { id, _ := n.meta.Leader(); return id }, n.meta.Voters, n.meta.Expedite})
+		for _, g := range groups {
+			leader := g.leader()
+			if leader == "" || leader == n.ID() || !slices.Contains(dead, leader) {
+				continue
+			}
+			key := g.name + "/" + leader
+			if _, ok := r.hurried[key]; ok {
+				continue
+			}
+			r.hurried[key] = now
+			rank := 0
+			for _, v := range g.voters() {
+				if v != leader && v < n.ID() && !slices.Contains(dead, v) {
+					rank++
+				}
+			}
+			hurry := g.hurry
+			time.AfterFunc(time.Duration(rank)*hurryStagger, func() { hurry(leader) })
+		}
+	}
+	if ex, _ := n.live.Exceeded(); ex {
+		for _, rep := range n.slots.All() {
+			if !rep.IsLeader() {
+				continue
+			}
+			if at, ok := r.handing[rep.Slot()]; ok && now.Sub(at) < 3*time.Second {
+				continue
+			}
+			r.handing[rep.Slot()] = now
+			go func(rep *slot.Replica) {
+				n.log.Info("handing a slot's leadership away: this node's clock is out of bounds", "slot", rep.Slot())
+				rep.TransferLeadership(3 * time.Second)
+			}(rep)
+		}
+	} else {
+		clear(r.handing)
+	}
+}
+
+// clockReady is /readyz's clock condition.
+func (n *Node) clockReady() error {
+	if ex, skew := n.live.Exceeded(); ex {
+		return fmt.Errorf("this node's clock is %v off the cluster majority's (--max-clock-offset %v): it leads no slot until the clocks agree; check its time synchronisation (NTP, chrony)",
+			skew.Round(time.Millisecond), n.cfg.MaxClockOffset)
+	}
+	return nil
+}
+
+// clockCollector exports the clock offsets at scrape time.
+type clockCollector struct{ n *Node }
+
+var (
+	clockOffsetDesc   = prometheus.NewDesc("timemachine_clock_offset_seconds", "Clock offset as measured by liveness pings: per peer, the peer's clock minus this node's; peer=\"majority\", this node's clock minus the cluster majority's (the median).", []string{"peer"}, nil)
+	clockUncertDesc   = prometheus.NewDesc("timemachine_clock_offset_uncertainty_seconds", "Uncertainty of this node's offset to the majority (half the round trip of the sample it comes from).", nil, nil)
+	clockExceededDesc = prometheus.NewDesc("timemachine_clock_offset_exceeded", "1 while this node's clock is off the majority's by more than --max-clock-offset (it then leads no slot).", nil, nil)
+)
+
+func (c *clockCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- clockOffsetDesc
+	ch <- clockUncertDesc
+	ch <- clockExceededDesc
+}
+
+func (c *clockCollector) Collect(ch chan<- prometheus.Metric) {
+	live := c.n.live
+	for peer, off := range live.PeerOffsets() {
+		ch <- prometheus.MustNewConstMetric(clockOffsetDesc, prometheus.GaugeValue, off.Seconds(), peer)
+	}
+	skew, unc, _ := live.Offset()
+	ch <- prometheus.MustNewConstMetric(clockOffsetDesc, prometheus.GaugeValue, skew.Seconds(), "majority")
+	ch <- prometheus.MustNewConstMetric(clockUncertDesc, prometheus.GaugeValue, unc.Seconds())
+	ex := 0.0
+	if e, _ := live.Exceeded(); e {
+		ex = 1
+	}
+	ch <- prometheus.MustNewConstMetric(clockExceededDesc, prometheus.GaugeValue, ex)
+}

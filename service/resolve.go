@@ -1,0 +1,94 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
+)
+
+// A write whose outcome is unknown — the slot's leader changed, paused or
+// became unreachable after the write may have reached it — must not be
+// answered with an error, since every error of the contract means "nothing
+// changed" (docs/api.md#errors). The service finds the outcome out
+// instead: once a leader answers again, raft has decided the fate of the
+// earlier attempt (a new leader commits an entry of its own term first, so
+// an entry it did not have can never commit any more), and a read or an
+// idempotent re-send of the same command tells which way it went:
+//
+//   - a create is re-sent with the same stamp: 201 as before, or "exists"
+//     with the job's created_at equal to this request's stamp — the
+//     earlier attempt created it, so the answer is 201 too;
+//   - a delete is re-sent: 204 (the earlier attempt did not apply), or
+//     404 — the job is gone, deleted by the earlier attempt or before it,
+//     which cannot be told apart: the outcome stays unknown;
+//   - a PUT first reads the job: a job carrying this request's spec and
+//     stamp (updated_at) is the earlier attempt's work (200, or 201 for
+//     version 1); a job still at the If-Match version (or absent, without
+//     If-Match) was not touched, so the PUT is re-sent; anything else
+//     cannot be told apart.
+//
+// The search ends after resolveBudget (or the request's own deadline);
+// what is still unknown then is answered with model.ErrOutcomeUnknown.
+const resolveBudget = 10 * time.Second
+
+// unknown reports whether err leaves a write's outcome unknown.
+func unknown(err error) bool {
+	return errors.Is(err, raftgroup.ErrUnknownOutcome) || errors.Is(err, raftfsm.ErrStopped) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// inconclusive reports whether an attempt made after an unknown one
+// failed before it reached a leader, so the first one is still unknown.
+func inconclusive(err error) bool {
+	return unknown(err) || errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrOverloaded) ||
+		errors.Is(err, raftgroup.ErrClosed) || errors.Is(err, raftgroup.ErrStorage)
+}
+
+// resolver paces the attempts that find a write's outcome out.
+type resolver struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	attempt int
+}
+
+func newResolver(ctx context.Context) *resolver {
+	ctx, cancel := context.WithTimeout(ctx, resolveBudget)
+	return &resolver{ctx: ctx, cancel: cancel}
+}
+
+// next waits before the next attempt; false when the budget is spent.
+func (r *resolver) next() bool {
+	r.attempt++
+	pause := min(time.Duration(r.attempt)*100*time.Millisecond, time.Second)
+	select {
+	case <-r.ctx.Done():
+		return false
+	case <-time.After(pause):
+		return r.ctx.Err() == nil
+	}
+}
+
+// proposeResolved proposes cmds on slot sl; when the outcome is unknown
+// it re-sends them — they must be idempotent — until an answer is
+// definite. known reports whether an earlier attempt's outcome was unknown
+// (the caller then reads "exists"/"not found" answers accordingly).
+func (s *Service) proposeResolved(ctx context.Context, sl int, cmds ...raftfsm.Command) (res []model.Result, resent bool, err error) {
+	res, err = s.fwd.ProposeSlot(ctx, sl, cmds...)
+	if !unknown(err) {
+		return res, false, err
+	}
+	r := newResolver(context.WithoutCancel(ctx))
+	defer r.cancel()
+	for inconclusive(err) {
+		if !r.next() {
+			s.log.Warn("a write's outcome stayed unknown", "slot", sl, "error", err)
+			return nil, true, model.ErrOutcomeUnknown
+		}
+		res, err = s.fwd.ProposeSlot(r.ctx, sl, cmds...)
+	}
+	return res, true, err
+}

@@ -1,0 +1,61 @@
+package slot
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
+)
+
+// fakeFence is the node's liveness verdict as a test sets it.
+type fakeFence struct {
+	lease   atomic.Bool
+	clockOK atomic.Bool
+	hold    time.Duration // FireNow's lag: the measured uncertainty
+}
+
+func (f *fakeFence) LeaseHeld([]string) bool           { return f.lease.Load() }
+func (f *fakeFence) ClockOK() bool                     { return f.clockOK.Load() }
+func (f *fakeFence) FireNow(local time.Time) time.Time { return local.Add(-f.hold) }
+
+// A leader that lost its lease after a callback was dispatched — paused,
+// then resumed while a new leader may already have delivered or deleted the
+// job — sends nothing: the lease is checked right before the request
+// leaves, not once per round. The job is not lost: it goes out once the
+// lease is held again. The same holds for a clock out of bounds. The fire
+// is held inside its never-early wait by the fence's uncertainty, which is
+// when the lease is taken away.
+func TestFenceCheckedRightBeforeEachSend(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(f *fakeFence, lost bool)
+	}{
+		{"lease", func(f *fakeFence, lost bool) { f.lease.Store(!lost) }},
+		{"clock", func(f *fakeFence, lost bool) { f.clockOK.Store(!lost) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fence := &fakeFence{hold: 400 * time.Millisecond}
+			fence.lease.Store(true)
+			fence.clockOK.Store(true)
+			d := newFakeDeliverer()
+			ts := openTestSlot(t, t.TempDir(), d, func(c *Config) { c.Fence = fence })
+			defer ts.close(t)
+			due := time.Now().Add(200 * time.Millisecond)
+			create(t, ts.r, "j", due.UnixMilli())
+			// Dispatched at its due time, the fire waits out the fence's
+			// 400 ms inside fire; the fence turns against it meanwhile.
+			time.Sleep(time.Until(due.Add(100 * time.Millisecond)))
+			tc.lose(fence, true)
+			time.Sleep(time.Until(due.Add(900 * time.Millisecond)))
+			if got := d.times("j"); len(got) != 0 {
+				t.Fatalf("sent %d times without the %s", len(got), tc.name)
+			}
+			tc.lose(fence, false)
+			testutil.Eventually(t, 5*time.Second, "delivered once the fence allows", testutil.True(func() bool { return len(d.times("j")) == 1 }))
+			if got := d.times("j")[0]; got.Before(due.Add(fence.hold)) {
+				t.Fatalf("sent %v before its due time on the fence's clock", due.Add(fence.hold).Sub(got))
+			}
+		})
+	}
+}
