@@ -55,13 +55,15 @@ func (c *skewedClock) now() time.Time { return time.Now().Add(time.Duration(c.of
 func start(t *testing.T, net *fakeNet, clock func() time.Time, changes *atomic.Int32) *Tracker {
 	t.Helper()
 	tr := New(Config{
-		Self:      "n1",
-		Peers:     func() map[string]string { return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"} },
-		Pinger:    net,
-		Clock:     clock,
-		Interval:  10 * time.Millisecond,
-		Lease:     60 * time.Millisecond,
-		DeadAfter: 100 * time.Millisecond,
+		Self:     "n1",
+		Peers:    func() map[string]string { return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"} },
+		Pinger:   net,
+		Clock:    clock,
+		Interval: 10 * time.Millisecond,
+		// Wide margins over the 10 ms interval: the race detector and a
+		// busy host delay goroutines by tens of milliseconds.
+		Lease:     testLease,
+		DeadAfter: testDeadAfter,
 		MaxOffset: 250 * time.Millisecond,
 		OnChange:  func() { changes.Add(1) },
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -72,6 +74,11 @@ func start(t *testing.T, net *fakeNet, clock func() time.Time, changes *atomic.I
 	t.Cleanup(func() { cancel(); <-done })
 	return tr
 }
+
+const (
+	testLease     = 400 * time.Millisecond
+	testDeadAfter = 600 * time.Millisecond
+)
 
 func newNet() *fakeNet {
 	return &fakeNet{peers: map[string]*fakePeer{"a2": {}, "a3": {}}}
@@ -87,7 +94,7 @@ func TestLease(t *testing.T) {
 	voters := []string{"n1", "n2", "n3"}
 	testutil.Eventually(t, 5*time.Second, "the lease", testutil.True(func() bool { return tr.LeaseHeld(voters) }))
 	net.set("a2", func(p *fakePeer) { p.paused = true })
-	time.Sleep(150 * time.Millisecond)
+	testutil.Eventually(t, 5*time.Second, "n2 dead", testutil.True(func() bool { return tr.Dead("n2") }))
 	if !tr.LeaseHeld(voters) {
 		t.Fatal("one paused voter of three: the lease must hold")
 	}
@@ -97,8 +104,8 @@ func TestLease(t *testing.T) {
 	net.set("a3", func(p *fakePeer) { p.paused = true })
 	paused := time.Now()
 	testutil.Eventually(t, 5*time.Second, "the lease to lapse", testutil.True(func() bool { return !tr.LeaseHeld(voters) }))
-	if d := time.Since(paused); d > 60*time.Millisecond+2*10*time.Millisecond+50*time.Millisecond {
-		t.Errorf("the lease lapsed %v after the majority went silent (lease 60ms)", d)
+	if d := time.Since(paused); d > testLease+2*10*time.Millisecond+300*time.Millisecond {
+		t.Errorf("the lease lapsed %v after the majority went silent (lease %v)", d, testLease)
 	}
 	if !tr.LeaseHeld([]string{"n1"}) {
 		t.Fatal("a lone voter holds its own lease")
@@ -110,7 +117,7 @@ func TestLease(t *testing.T) {
 	net.set("a2", func(p *fakePeer) { p.gone = true })
 	gone := time.Now()
 	testutil.Eventually(t, 5*time.Second, "n2 dead", testutil.True(func() bool { return tr.Dead("n2") }))
-	if d := time.Since(gone); d >= 100*time.Millisecond {
+	if d := time.Since(gone); d >= testDeadAfter {
 		t.Errorf("a refusing peer was declared dead after %v, not at once", d)
 	}
 	if changes.Load() == 0 {

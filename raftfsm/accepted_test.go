@@ -111,7 +111,12 @@ func TestUndecodableEntryDoesNotWedge(t *testing.T) {
 		t.Fatal("meta: the undecodable entry was not answered with an error")
 	}
 	applyMeta(t, m, 2, &PutCollection{C: model.Collection{Name: "c2"}, Now: 1})
-	if st := m.State(); st.Index != 2 || st.Collections["c2"] == nil {
+	if st := m.State(); st.Index != 2 || !hasCollection(st, "c2") {
 		t.Fatalf("meta after the bad entry: index %d, collections %v", st.Index, st.Collections)
 	}
+}
+
+func hasCollection(st *MetaState, name string) bool {
+	_, ok := st.Collections.Get(name)
+	return ok
 }
