@@ -417,7 +417,12 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 		return nil, model.Invalid("node %q is the only node of the cluster and cannot be removed", id)
 	}
 	view := c.RefreshView(ctx)
-	h := view.Holdings(st.SlotCount)[id]
+	alive := false
+	for _, m := range c.aliveMembers() {
+		alive = alive || m.ID == id
+	}
+	proof := view.ProveEmpty(id, st.SlotCount, alive)
+	h := proof.Holdings
 	var targeted []int
 	for s, e := range st.Slots {
 		if e.Has(id) {
@@ -431,9 +436,13 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 		return nil, model.Conflict("node %q is running and answering: --force is for a dead node; drain it first (POST /v1/admin/nodes/%s/drain)", id, id)
 	case force:
 		res.Slots = targeted
-	case !h.Empty() || len(targeted) > 0:
+	case proof.Holds || len(targeted) > 0:
 		return nil, model.Conflict("node %q still holds %d replicas and leads %d slots (target placement: %d slots); drain it first (POST /v1/admin/nodes/%s/drain) and wait until it holds nothing, or use force=true for a dead node",
 			id, max(h.Replicas, h.Local), h.Led, len(targeted), id)
+	case proof.Unconfirmed != "":
+		// Removing a node that still holds a replica would take a copy
+		// of data out of the cluster's reach: without proof, refuse.
+		return nil, model.Unavailable(time.Second, "could not confirm what node %q holds (%s); retry", id, proof.Unconfirmed)
 	}
 	var started int64
 	for _, m := range c.members() {
