@@ -22,9 +22,13 @@ import (
 // testCluster is n nodes in this process, over loopback, every link going
 // through a fault-injecting network.
 type testCluster struct {
-	t     *testing.T
-	net   *faultnet.Network
-	cfgs  []Config
+	t    *testing.T
+	net  *faultnet.Network
+	cfgs []Config
+	// mu guards nodes against the test's background goroutines (a load
+	// reading live()) while the test goroutine adds, kills and restarts
+	// nodes; the test goroutine itself reads nodes directly.
+	mu    sync.Mutex
 	nodes []*Node
 }
 
@@ -114,6 +118,8 @@ func (tc *testCluster) stop() {
 }
 
 func (tc *testCluster) live() []*Node {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
 	var out []*Node
 	for _, n := range tc.nodes {
 		if n != nil {
@@ -137,7 +143,14 @@ func (tc *testCluster) waitReady(timeout time.Duration) {
 
 func (tc *testCluster) kill(i int) {
 	tc.nodes[i].Kill()
-	tc.nodes[i] = nil
+	tc.set(i, nil)
+}
+
+// set replaces node i (nil: stopped), under mu.
+func (tc *testCluster) set(i int, n *Node) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.nodes[i] = n
 }
 
 func (tc *testCluster) restart(i int) {
@@ -148,7 +161,7 @@ func (tc *testCluster) restart(i int) {
 	if err != nil {
 		tc.t.Fatal(err)
 	}
-	tc.nodes[i] = n
+	tc.set(i, n)
 }
 
 // caughtUp is met when every slot replica on n is open, knows its leader
