@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
 )
@@ -42,6 +44,9 @@ type opsLoad struct {
 	attempts map[string][]string // Idempotency-Key → "attempt@time" of each delivery
 	batches  int
 	errs     int
+	// ev, when set, excuses a duplicate whose slot had an unplanned
+	// election around it (see raftEvents); nil: every duplicate fails.
+	ev *raftEvents
 }
 
 func startLoad(t *testing.T, tc *testCluster) *opsLoad {
@@ -135,18 +140,35 @@ func (ld *opsLoad) finish(timeout time.Duration) {
 	time.Sleep(2 * time.Second)
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
-	var dups, early []string
+	var dups, excused, early []string
 	for k, at := range ld.got {
 		if len(at) > 1 {
-			dups = append(dups, fmt.Sprintf("%s %v", k, ld.attempts[k]))
+			d := fmt.Sprintf("%s %v", k, ld.attempts[k])
+			if e := ld.unplannedElection(k, at); e != "" {
+				excused = append(excused, d+" after "+e)
+			} else {
+				dups = append(dups, d)
+			}
 		}
 		if trig, ok := ld.acked[k]; ok && at[0].UnixMilli() < trig {
 			early = append(early, k)
 		}
 	}
 	sort.Strings(dups)
+	sort.Strings(excused)
 	t.Logf("load: %d batches failed", ld.errs)
-	t.Logf("load: %d acknowledged jobs in %d batches, %d delivered, %d duplicates, %d early", len(ld.acked), ld.batches, len(ld.got), len(dups), len(early))
+	t.Logf("load: %d acknowledged jobs in %d batches, %d delivered, %d duplicates after planned moves only, %d after an unplanned election, %d early",
+		len(ld.acked), ld.batches, len(ld.got), len(dups), len(excused), len(early))
+	if ld.ev != nil {
+		evs := ld.ev.all()
+		t.Logf("load: %d unplanned elections (heartbeat timeouts: a process stalled or a leader was found dead)", len(evs))
+		for i, e := range evs[:min(20, len(evs))] {
+			t.Logf("  unplanned election %d: %s on %s at %s", i+1, e.group, e.node, e.at.Format("15:04:05.000"))
+		}
+	}
+	if len(excused) > 0 {
+		t.Logf("%d jobs delivered again after an unplanned election of their slot (allowed, as after a crash): %s", len(excused), strings.Join(excused[:min(10, len(excused))], ", "))
+	}
 	if len(ld.acked) < 100 {
 		t.Errorf("the load acknowledged only %d jobs", len(ld.acked))
 	}
@@ -156,6 +178,114 @@ func (ld *opsLoad) finish(timeout time.Duration) {
 	if len(early) > 0 {
 		t.Errorf("%d jobs delivered early", len(early))
 	}
+}
+
+// raftEvents records, from every node's log, the elections a replica
+// started because it stopped hearing from its leader (raft's "heartbeat
+// timeout reached, starting election", which the liveness check's hurried
+// elections also end in). A planned transfer never logs it: its target
+// becomes a candidate on the old leader's TimeoutNow. Such an unplanned
+// election is a crash as far as the contract goes: callbacks in flight on
+// the old leader may be delivered again (API.md §5 promises no duplicate
+// for planned moves only). Under -race on a shared 2-core machine a
+// process can stall past the 300 ms heartbeat timeout, and the load test
+// must tell those apart from a planned move that duplicated.
+type raftEvents struct {
+	mu        sync.Mutex
+	unplanned []raftEvent
+}
+
+type raftEvent struct {
+	at          time.Time
+	node, group string
+}
+
+// tweak wraps each node's logger so its raft lines are recorded.
+func (ev *raftEvents) tweak(next func(int, *Config)) func(int, *Config) {
+	return func(i int, c *Config) {
+		if next != nil {
+			next(i, c)
+		}
+		c.Logger = slog.New(&eventHandler{ev: ev, next: c.Logger.Handler()})
+	}
+}
+
+// unplannedIn lists the unplanned elections in group between from and to.
+func (ev *raftEvents) unplannedIn(group string, from, to time.Time) []raftEvent {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []raftEvent
+	for _, e := range ev.unplanned {
+		if e.group == group && !e.at.Before(from) && !e.at.After(to) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (ev *raftEvents) all() []raftEvent {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return append([]raftEvent(nil), ev.unplanned...)
+}
+
+type eventHandler struct {
+	ev    *raftEvents
+	next  slog.Handler
+	attrs []slog.Attr
+}
+
+func (h *eventHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || h.next.Enabled(ctx, l)
+}
+
+func (h *eventHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "heartbeat timeout reached, starting election") {
+		e := raftEvent{at: r.Time}
+		for _, a := range h.attrs {
+			switch a.Key {
+			case "node":
+				e.node = a.Value.String()
+			case "group":
+				e.group = a.Value.String()
+			}
+		}
+		h.ev.mu.Lock()
+		h.ev.unplanned = append(h.ev.unplanned, e)
+		h.ev.mu.Unlock()
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *eventHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &eventHandler{ev: h.ev, next: h.next.WithAttrs(as), attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+
+func (h *eventHandler) WithGroup(name string) slog.Handler {
+	return &eventHandler{ev: h.ev, next: h.next.WithGroup(name), attrs: h.attrs}
+}
+
+// unplannedElection names an unplanned election of the slot of job key
+// (collection:id:trigger) between 3 s before its first delivery and its
+// last one, or returns "".
+func (ld *opsLoad) unplannedElection(key string, at []time.Time) string {
+	if ld.ev == nil {
+		return ""
+	}
+	parts := strings.Split(key, ":")
+	if len(parts) != 3 {
+		return ""
+	}
+	s := dht.SlotOf(parts[0], parts[1], ld.tc.cfgs[0].Slots)
+	evs := ld.ev.unplannedIn(fmt.Sprintf("slot-%d", s), at[0].Add(-3*time.Second), at[len(at)-1])
+	if len(evs) == 0 {
+		return ""
+	}
+	e := evs[0]
+	return fmt.Sprintf("an unplanned election of slot %d on %s at %s", s, e.node, e.at.Format("15:04:05.000"))
 }
 
 // opsTweak is the node configuration of these tests: a small fire pool (so
@@ -178,8 +308,27 @@ func (tc *testCluster) addNode(id string) *Node {
 		tc.t.Fatal(err)
 	}
 	tc.cfgs = append(tc.cfgs, c)
+	tc.mu.Lock()
 	tc.nodes = append(tc.nodes, n)
+	tc.mu.Unlock()
 	return n
+}
+
+// removeNode removes a node without force through n1, again while the
+// answer is unavailable: n1 could not confirm what the node holds (a
+// status call that failed or a slot without a leader in its view), which
+// on this shared machine, under -race, happens now and then.
+func (tc *testCluster) removeNode(id string) (res *model.RemoveResult, err error) {
+	tc.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err = tc.nodes[0].svc.RemoveNode(context.Background(), id, false)
+		if !isKind(err, model.KindUnavailable) || time.Now().After(deadline) {
+			return res, err
+		}
+		tc.t.Logf("remove %s: %v (retrying)", id, err)
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // node returns the live node with the id.
@@ -259,8 +408,10 @@ func nodeRow(info *model.ClusterInfo, id string) (model.NodeInfo, bool) {
 // removal while they hold anything, and the load sees nothing lost,
 // duplicated or early.
 func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
-	tc := startCluster(t, 3, opsTweak)
+	ev := &raftEvents{}
+	tc := startCluster(t, 3, ev.tweak(opsTweak))
 	ld := startLoad(t, tc)
+	ld.ev = ev
 	tc.addNode("n4")
 	tc.addNode("n5")
 	testutil.Eventually(t, 30*time.Second, "n4 and n5 in the node table", func() error {
@@ -311,6 +462,19 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		t.Fatalf("move progress after the rebalance: %+v", m)
 	}
 	t.Logf("rebalance to 5 nodes settled in %v (%d slots moved)", time.Since(start).Round(time.Millisecond), info.Moves.Done)
+	// The controller's progress, and its counter, live in memory on the
+	// meta leader of the moment: a meta election during the rebalance
+	// (the race detector on a shared machine can stall a process past
+	// the heartbeat timeout) starts a new leader's counter at 0. So the
+	// counter is added up over every node, all five still running here.
+	done := 0.0
+	for _, n := range tc.live() {
+		v, _ := metricSum(t, n, "timemachine_moves_done_total", nil)
+		done += v
+	}
+	if done < 1 {
+		t.Errorf("timemachine_moves_done_total adds up to %v over the nodes after the rebalance moved %d slots", done, info.Moves.Done)
+	}
 
 	for _, id := range []string{"n5", "n4"} {
 		start := time.Now()
@@ -318,7 +482,7 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		if err != nil || res.Node != id || res.Status != "draining" {
 			t.Fatalf("drain %s: %+v %v", id, res, err)
 		}
-		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) {
+		if _, err := tc.removeNode(id); !isKind(err, model.KindConflict) {
 			t.Fatalf("removing %s while it drains: %v, want conflict", id, err)
 		}
 		n := tc.node(id)
@@ -350,7 +514,7 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 			t.Fatalf("%s readyz after the drain: %v", id, err)
 		}
 		t.Logf("drain of %s took %v", id, time.Since(start).Round(time.Millisecond))
-		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); err != nil {
+		if _, err := tc.removeNode(id); err != nil {
 			t.Fatalf("remove %s: %v", id, err)
 		}
 		testutil.Eventually(t, 20*time.Second, id+" told it was removed", func() error {
@@ -362,7 +526,7 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		if err := n.Close(); err != nil {
 			t.Fatal(err)
 		}
-		tc.nodes[tc.index(id)] = nil
+		tc.set(tc.index(id), nil)
 	}
 	// Removed nodes do not come back: not in /v1/cluster, not through gossip.
 	time.Sleep(3 * time.Second)
@@ -377,12 +541,16 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 			}
 		}
 	}
-	// Metrics: the moves the meta leader made, nodes by status, leaders
-	// and follower lag on every node.
+	// Metrics: nodes by status on the meta leader, leaders and follower
+	// lag on every node. (The moves done were checked when the rebalance
+	// settled: the counter lives on whichever node was meta leader then.)
+	testutil.Eventually(t, 20*time.Second, "a meta leader", func() error {
+		if info = tc.info(""); info.MetaLeader == "" {
+			return errors.New("none known")
+		}
+		return nil
+	})
 	ml := tc.node(info.MetaLeader)
-	if v, _ := metricSum(t, ml, "timemachine_moves_done_total", nil); v < 1 {
-		t.Errorf("timemachine_moves_done_total on the meta leader = %v", v)
-	}
 	if v, _ := metricSum(t, ml, "timemachine_cluster_nodes", map[string]string{"status": "alive"}); v != 3 {
 		t.Errorf("timemachine_cluster_nodes{status=alive} = %v, want 3", v)
 	}
@@ -518,7 +686,7 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 	if err := tc.node(victim).Close(); err != nil {
 		t.Fatal(err)
 	}
-	tc.nodes[tc.index(victim)] = nil
+	tc.set(tc.index(victim), nil)
 	testutil.Eventually(t, 20*time.Second, "every slot led again", func() error {
 		for _, s := range tc.info("").Slots {
 			if s.Leader == "" || s.Leader == victim {
@@ -587,7 +755,7 @@ func TestOpsRejoinWithoutSerfSnapshot(t *testing.T) {
 	if err := tc.nodes[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	tc.nodes[0] = nil
+	tc.set(0, nil)
 	if err := os.RemoveAll(filepath.Join(tc.cfgs[0].DataDir, "serf")); err != nil {
 		t.Fatal(err)
 	}
