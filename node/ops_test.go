@@ -63,7 +63,7 @@ func startLoad(t *testing.T, tc *testCluster) *opsLoad {
 		ld.mu.Lock()
 		k := req.Header.Get("Idempotency-Key")
 		ld.got[k] = append(ld.got[k], now)
-		ld.attempts[k] = append(ld.attempts[k], req.Header.Get("Webhook-Attempt")+"@"+now.Format("15:04:05.000"))
+		ld.attempts[k] = append(ld.attempts[k], req.Header.Get("X-Timemachine-Attempt")+"@"+now.Format("15:04:05.000"))
 		ld.mu.Unlock()
 		w.WriteHeader(200)
 	})}
@@ -458,15 +458,30 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 			t.Fatalf("after the rebalance %s holds %d replicas, want 7 or 8 (36 over 5)", nd.ID, nd.Replicas)
 		}
 	}
-	if m := info.Moves; m == nil || m.Done == 0 || m.Pending != 0 {
-		t.Fatalf("move progress after the rebalance: %+v", m)
-	}
-	t.Logf("rebalance to 5 nodes settled in %v (%d slots moved)", time.Since(start).Round(time.Millisecond), info.Moves.Done)
 	// The controller's progress, and its counter, live in memory on the
-	// meta leader of the moment: a meta election during the rebalance
-	// (the race detector on a shared machine can stall a process past
-	// the heartbeat timeout) starts a new leader's counter at 0. So the
-	// counter is added up over every node, all five still running here.
+	// meta leader of the moment, and only the meta leader reports them: a
+	// view without its answer has no progress, and a meta election during
+	// the rebalance (the race detector on a shared machine can stall a
+	// process past the heartbeat timeout) starts a new leader at 0. So
+	// the progress is waited for, its Done is checked only when the meta
+	// leader did not change, and the counter is added up over every node,
+	// all five still running here.
+	testutil.Eventually(t, 20*time.Second, "the meta leader's move progress, nothing pending", func() error {
+		if info = tc.info(""); info.Moves == nil || info.Moves.Pending != 0 {
+			return fmt.Errorf("move progress %+v (meta leader %q)", info.Moves, info.MetaLeader)
+		}
+		return nil
+	})
+	metaChanges := 0.0
+	for _, n := range tc.live() {
+		v, _ := metricSum(t, n, "timemachine_raft_leader_changes_total", map[string]string{"group": "meta"})
+		metaChanges += v
+	}
+	if info.Moves.Done == 0 && metaChanges == 0 {
+		t.Fatalf("move progress after the rebalance: %+v, and the meta leader never changed", *info.Moves)
+	}
+	t.Logf("rebalance to 5 nodes settled in %v (%d slots moved, as the meta leader %s saw them; %v meta leader changes seen)",
+		time.Since(start).Round(time.Millisecond), info.Moves.Done, info.MetaLeader, metaChanges)
 	done := 0.0
 	for _, n := range tc.live() {
 		v, _ := metricSum(t, n, "timemachine_moves_done_total", nil)
