@@ -547,8 +547,13 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		if err != nil || res.Node != id || res.Status != "draining" {
 			t.Fatalf("drain %s: %+v %v", id, res, err)
 		}
-		if _, err := tc.removeNode(id); !isKind(err, model.KindConflict) {
-			t.Fatalf("removing %s while it drains: %v, want conflict", id, err)
+		// Refused: conflict, or unavailable when n1 could not confirm
+		// what the node holds. Asked once, not again on unavailable: the
+		// drain takes a few seconds, after which removing it is right.
+		before := tc.info("")
+		if res, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
+			nd, _ := nodeRow(before, id)
+			t.Fatalf("removing %s while it drains: %+v %v, want conflict (just before, /v1/cluster showed it with %+v; slots %+v)", id, res, err, nd, before.Slots)
 		}
 		n := tc.node(id)
 		testutil.Eventually(t, 20*time.Second, id+" says it drains", func() error {
@@ -619,19 +624,24 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 	if v, _ := metricSum(t, ml, "timemachine_cluster_nodes", map[string]string{"status": "alive"}); v != 3 {
 		t.Errorf("timemachine_cluster_nodes{status=alive} = %v, want 3", v)
 	}
-	leaders := 0.0
-	for _, n := range tc.live() {
-		v, _ := metricSum(t, n, "timemachine_slot_leaders", nil)
-		leaders += v
-		if v > 0 {
-			if _, ok := metricSum(t, n, "timemachine_follower_lag_entries", nil); !ok {
-				t.Errorf("%s leads %v slots and reports no follower lag", n.ID(), v)
+	// Waited for: an unplanned election (a stall under -race) leaves
+	// slots without a leader for a moment.
+	testutil.Eventually(t, 20*time.Second, "timemachine_slot_leaders adding up to 12, with follower lag where they lead", func() error {
+		leaders := 0.0
+		for _, n := range tc.live() {
+			v, _ := metricSum(t, n, "timemachine_slot_leaders", nil)
+			leaders += v
+			if v > 0 {
+				if _, ok := metricSum(t, n, "timemachine_follower_lag_entries", nil); !ok {
+					return fmt.Errorf("%s leads %v slots and reports no follower lag", n.ID(), v)
+				}
 			}
 		}
-	}
-	if leaders != 12 {
-		t.Errorf("timemachine_slot_leaders adds up to %v, want 12", leaders)
-	}
+		if leaders != 12 {
+			return fmt.Errorf("timemachine_slot_leaders adds up to %v", leaders)
+		}
+		return nil
+	})
 	ld.finish(60 * time.Second)
 }
 
