@@ -453,7 +453,8 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 	if _, err := c.cfg.Forward.ProposeMeta(ctx, &raftfsm.ForgetNode{ID: id, At: c.now(), StartedAt: started}); err != nil {
 		return nil, err
 	}
-	c.log.Info("node removed from the cluster", "node", id, "force", force)
+	c.log.Info("node removed from the cluster", "node", id, "force", force, "replicas", h.Replicas, "led", h.Led, "open_replicas", h.Local,
+		"answered", answering, "alive", alive, "view_nodes", len(view.Nodes))
 	if c.serf != nil {
 		for _, m := range c.members() {
 			if m.ID == id && m.Status != serf.StatusAlive {
