@@ -322,13 +322,18 @@ func (h *eventHandler) WithGroup(name string) slog.Handler {
 
 // unplannedElection judges a duplicate of job key (collection:id:trigger)
 // delivered at the times at: both deliveries said attempt 1, so two
-// leaders each fired it once. The second came from the leader of the slot
-// at that time, whose win is the last one before it; if that win was
-// unplanned (and no older than 3 s before the first delivery), the node
-// that fired first lost its leadership as in a crash — it started the
-// callback before the election, or, stalled, learned of it late — and the
-// duplicate is allowed. A planned win there fails the test. why lists the
-// slot's leadership wins around the deliveries either way.
+// leaders (or one leader in two terms) each fired it once, and the
+// outcome of the first firing never reached the second. A planned
+// hand-off commits the outcomes of the callbacks in flight before it
+// lets go (the drain gate), and a committed outcome survives any later
+// election, so only an unplanned loss of leadership between the two can
+// explain it: an unplanned win in the slot from 1 s before the first
+// delivery (a stalled, deposed leader that fired late) up to the second.
+// Then the duplicate is allowed, as after a crash; otherwise — only
+// planned wins, or none — it fails. (A planned move that duplicated in
+// the same window as an unplanned election would pass unnoticed: a
+// limitation, which the non-race run in make test narrows.) why lists the
+// slot's wins around the deliveries either way.
 func (ld *opsLoad) unplannedElection(key string, at []time.Time) (ok bool, why string) {
 	if ld.ev == nil {
 		return false, ""
@@ -338,27 +343,20 @@ func (ld *opsLoad) unplannedElection(key string, at []time.Time) (ok bool, why s
 		return false, ""
 	}
 	s := dht.SlotOf(parts[0], parts[1], ld.tc.cfgs[0].Slots)
-	from, to := at[0].Add(-3*time.Second), at[len(at)-1]
-	var last *raftEvent
+	first, last := at[0], at[len(at)-1]
 	var hist []string
 	for _, e := range ld.ev.winsOf(fmt.Sprintf("slot-%d", s)) {
-		if e.at.After(to) {
-			break
+		if e.at.After(last) || e.at.Before(first.Add(-3*time.Second)) {
+			continue
 		}
-		if last == nil || !e.at.Before(last.at) {
-			e := e
-			last = &e
+		kind := "planned"
+		if e.unplanned {
+			kind = "unplanned"
+			ok = ok || !e.at.Before(first.Add(-time.Second))
 		}
-		if !e.at.Before(from) {
-			kind := "planned"
-			if e.unplanned {
-				kind = "unplanned"
-			}
-			hist = append(hist, fmt.Sprintf("%s won by %s at %s", kind, e.node, e.at.Format("15:04:05.000")))
-		}
+		hist = append(hist, fmt.Sprintf("%s won by %s at %s", kind, e.node, e.at.Format("15:04:05.000")))
 	}
-	why = fmt.Sprintf("(slot %d: %s)", s, strings.Join(hist, "; "))
-	return last != nil && last.unplanned && !last.at.Before(from), why
+	return ok, fmt.Sprintf("(slot %d: %s)", s, strings.Join(hist, "; "))
 }
 
 // opsTweak is the node configuration of these tests: a small fire pool (so
