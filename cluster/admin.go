@@ -394,9 +394,18 @@ func (c *Cluster) DrainNode(ctx context.Context, id string) (*model.DrainResult,
 			return nil, err
 		}
 	}
-	h := c.RefreshView(ctx).Holdings(c.SlotCount())[id]
+	vctx, cancel := context.WithTimeout(ctx, adminViewTimeout)
+	defer cancel()
+	h := c.RefreshView(vctx).Holdings(c.SlotCount())[id]
 	return &model.DrainResult{Node: id, Status: string(model.NodeDraining), Replicas: h.Replicas, SlotsLed: h.Led}, nil
 }
+
+// adminViewTimeout bounds the status calls of drain and remove: the peer
+// client has no timeout of its own, and a stalled peer must not hold an
+// admin call (and, for remove, the decision, taken on the view of that
+// moment) for long. A peer that does not answer in time is left out of
+// the view: remove then answers unavailable rather than guess.
+const adminViewTimeout = 3 * time.Second
 
 // RemoveNode takes a node out of the cluster and leaves its tombstone, so
 // gossip does not bring it back (unless it restarts and re-joins). A node
@@ -416,7 +425,9 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 	if id == c.cfg.NodeID && len(st.Nodes) == 1 {
 		return nil, model.Invalid("node %q is the only node of the cluster and cannot be removed", id)
 	}
-	view := c.RefreshView(ctx)
+	vctx, cancel := context.WithTimeout(ctx, adminViewTimeout)
+	view := c.RefreshView(vctx)
+	cancel()
 	alive := false
 	for _, m := range c.aliveMembers() {
 		alive = alive || m.ID == id

@@ -571,8 +571,10 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		// Refused: conflict, or unavailable when n1 could not confirm
 		// what the node holds. Asked once, not again on unavailable: the
 		// drain takes a few seconds, after which removing it is right.
+		drained := time.Since(start)
 		before := tc.info("")
 		if res, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
+			t.Logf("the drain call took %v, the removal came %v after it began", drained, time.Since(start))
 			nd, _ := nodeRow(before, id)
 			ev.mu.Lock()
 			for _, w := range ev.warnings {
