@@ -2,13 +2,16 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,6 +63,28 @@ func startCluster(t *testing.T, size int, tweak func(i int, c *Config)) *testClu
 	if testing.Short() {
 		t.Skip("an in-process cluster takes ~10 s: skipped with -short (make test runs it)")
 	}
+	// freeAddr's ports are free when picked, not when bound: another test
+	// process on the machine can take one in between. Then the cluster
+	// starts again on new ports.
+	for attempt := 1; ; attempt++ {
+		tc, err := tryStartCluster(t, size, tweak)
+		if err == nil {
+			t.Cleanup(tc.stop)
+			tc.waitReady(30 * time.Second)
+			return tc
+		}
+		if attempt == 3 || !addrInUse(err) {
+			t.Fatal(err)
+		}
+		t.Logf("starting the cluster again on other ports: %v", err)
+	}
+}
+
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+func tryStartCluster(t *testing.T, size int, tweak func(i int, c *Config)) (*testCluster, error) {
 	tc := &testCluster{t: t, net: faultnet.New()}
 	serfs := make([]string, size)
 	for i := range serfs {
@@ -101,12 +126,10 @@ func startCluster(t *testing.T, size int, tweak func(i int, c *Config)) *testClu
 	for _, err := range errs {
 		if err != nil {
 			tc.stop()
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	t.Cleanup(tc.stop)
-	tc.waitReady(30 * time.Second)
-	return tc
+	return tc, nil
 }
 
 func (tc *testCluster) stop() {

@@ -369,14 +369,22 @@ func opsTweak(i int, c *Config) {
 // addNode starts one more node that joins the cluster through n1.
 func (tc *testCluster) addNode(id string) *Node {
 	tc.t.Helper()
-	c := tc.cfgs[0]
-	c.NodeID, c.DataDir, c.BindAddr, c.SerfAddr = id, tc.t.TempDir(), freeAddr(tc.t), freeAddr(tc.t)
-	c.BootstrapExpect, c.Join = 1, []string{tc.cfgs[0].SerfAddr}
-	tc.net.Register(id, c.BindAddr)
-	c.MuxDialer, c.PeerDialer = tc.net.MuxDialer(id), tc.net.PeerDialer(id)
-	n, err := Start(c)
-	if err != nil {
-		tc.t.Fatal(err)
+	var c Config
+	var n *Node
+	for attempt := 1; ; attempt++ {
+		c = tc.cfgs[0]
+		c.NodeID, c.DataDir, c.BindAddr, c.SerfAddr = id, tc.t.TempDir(), freeAddr(tc.t), freeAddr(tc.t)
+		c.BootstrapExpect, c.Join = 1, []string{tc.cfgs[0].SerfAddr}
+		tc.net.Register(id, c.BindAddr)
+		c.MuxDialer, c.PeerDialer = tc.net.MuxDialer(id), tc.net.PeerDialer(id)
+		var err error
+		if n, err = Start(c); err == nil {
+			break
+		}
+		if attempt == 3 || !addrInUse(err) {
+			tc.t.Fatal(err)
+		}
+		tc.t.Logf("starting %s again on other ports: %v", id, err)
 	}
 	tc.cfgs = append(tc.cfgs, c)
 	tc.mu.Lock()
