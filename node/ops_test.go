@@ -571,29 +571,34 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 	}
 
 	for _, id := range []string{"n5", "n4"} {
+		// Refused while it holds replicas: conflict, or unavailable when
+		// n1 could not confirm what the node holds.
+		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
+			t.Fatalf("removing %s while it holds replicas: %v, want conflict", id, err)
+		}
 		start := time.Now()
 		res, err := tc.nodes[0].svc.DrainNode(context.Background(), id)
 		if err != nil || res.Node != id || res.Status != "draining" {
 			t.Fatalf("drain %s: %+v %v", id, res, err)
 		}
-		// Refused: conflict, or unavailable when n1 could not confirm
-		// what the node holds. Asked once, not again on unavailable: the
-		// drain takes a few seconds, after which removing it is right.
-		drained := time.Since(start)
-		before := tc.info("")
-		if res, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
-			t.Logf("the drain call took %v, the removal came %v after it began", drained, time.Since(start))
-			nd, _ := nodeRow(before, id)
-			ev.mu.Lock()
-			for _, w := range ev.warnings {
-				t.Log(w)
-			}
-			ev.mu.Unlock()
-			t.Fatalf("removing %s while it drains: %+v %v, want conflict (just before, /v1/cluster showed it with %+v; slots %+v)", id, res, err, nd, before.Slots)
-		}
+		// Refused again now that it drains, unless the drain already
+		// finished: under -race on the shared machine the drain call
+		// itself has taken 5 s, and a drain 2 to 3 s. A removal accepted
+		// while the node still had a replica open is the bug this checks.
+		drainCall := time.Since(start)
 		n := tc.node(id)
+		removedEarly := false
+		if res, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); err == nil {
+			if open := n.slots.Len(); open != 0 {
+				t.Fatalf("removing %s while it drains: %+v, accepted while it has %d replicas open (the drain call took %v)", id, res, open, drainCall)
+			}
+			t.Logf("%s already drained when its removal was asked (the drain call took %v): removed", id, drainCall)
+			removedEarly = true
+		} else if !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
+			t.Fatalf("removing %s while it drains: %v, want conflict", id, err)
+		}
 		testutil.Eventually(t, 20*time.Second, id+" says it drains", func() error {
-			if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "draining") && !strings.Contains(err.Error(), "drained") {
+			if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "draining") && !strings.Contains(err.Error(), "drained") && !(removedEarly && strings.Contains(err.Error(), "removed")) {
 				return fmt.Errorf("readyz: %v", err)
 			}
 			return nil
@@ -616,12 +621,14 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 			}
 			return nil
 		})
-		if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "drained") {
+		if err := n.Ready(); !removedEarly && (err == nil || !strings.Contains(err.Error(), "drained")) {
 			t.Fatalf("%s readyz after the drain: %v", id, err)
 		}
 		t.Logf("drain of %s took %v", id, time.Since(start).Round(time.Millisecond))
-		if _, err := tc.removeNode(id); err != nil {
-			t.Fatalf("remove %s: %v", id, err)
+		if !removedEarly {
+			if _, err := tc.removeNode(id); err != nil {
+				t.Fatalf("remove %s: %v", id, err)
+			}
 		}
 		testutil.Eventually(t, 20*time.Second, id+" told it was removed", func() error {
 			if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "removed") {
