@@ -27,13 +27,24 @@ release:
 run: build
 	./$(BIN) server
 
+# The in-process load tests (node/ops_test.go, *UnderLoad) count every
+# callback a steady load receives through scale-out, drain, transfer and
+# hand-off, and fail on a duplicate after a planned move. Under -race on a
+# shared machine every in-process node stalls together now and then past
+# the 300 ms heartbeat timeout; the unplanned elections that follow may
+# repeat callbacks (allowed, as after a crash) and hide what the tests are
+# for. They run in a step of their own without -race; everything else,
+# their helpers included, keeps -race.
+LOADTESTS := UnderLoad$$
+
 # Unit, fuzz-corpus, FSM, storage-crash and in-process tests (with -race),
 # then end-to-end tests of the real binary (real processes, kill -9), with
 # the console's browser test when Chromium is installed (TIMEMACHINE_UI=auto;
 # ~25 s; make test-ui runs it alone and refreshes the screenshots).
 test: build lint-deploy
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
+	$(GO) test -race -count=1 -timeout 12m -skip '$(LOADTESTS)' $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
+	$(GO) test -count=1 -timeout 12m -run '$(LOADTESTS)' ./node/
 	TIMEMACHINE_UI=auto $(GO) test -count=1 -timeout 12m ./e2e/...
 
 # The short nemesis (~75 s, real processes; docs/reliability.md). It joins
@@ -42,7 +53,8 @@ nemesis-short: build
 	$(GO) test -count=1 -timeout 10m ./internal/nemesis/runner/
 
 test-unit:
-	$(GO) test -race -count=1 -timeout 12m $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
+	$(GO) test -race -count=1 -timeout 12m -skip '$(LOADTESTS)' $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
+	$(GO) test -count=1 -timeout 12m -run '$(LOADTESTS)' ./node/
 
 test-e2e: build
 	$(GO) test -count=1 -timeout 12m -v ./e2e/...

@@ -394,9 +394,18 @@ func (c *Cluster) DrainNode(ctx context.Context, id string) (*model.DrainResult,
 			return nil, err
 		}
 	}
-	h := c.RefreshView(ctx).Holdings(c.SlotCount())[id]
+	vctx, cancel := context.WithTimeout(ctx, adminViewTimeout)
+	defer cancel()
+	h := c.RefreshView(vctx).Holdings(c.SlotCount())[id]
 	return &model.DrainResult{Node: id, Status: string(model.NodeDraining), Replicas: h.Replicas, SlotsLed: h.Led}, nil
 }
+
+// adminViewTimeout bounds the status calls of drain and remove: the peer
+// client has no timeout of its own, and a stalled peer must not hold an
+// admin call (and, for remove, the decision, taken on the view of that
+// moment) for long. A peer that does not answer in time is left out of
+// the view: remove then answers unavailable rather than guess.
+const adminViewTimeout = 3 * time.Second
 
 // RemoveNode takes a node out of the cluster and leaves its tombstone, so
 // gossip does not bring it back (unless it restarts and re-joins). A node
@@ -416,8 +425,15 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 	if id == c.cfg.NodeID && len(st.Nodes) == 1 {
 		return nil, model.Invalid("node %q is the only node of the cluster and cannot be removed", id)
 	}
-	view := c.RefreshView(ctx)
-	h := view.Holdings(st.SlotCount)[id]
+	vctx, cancel := context.WithTimeout(ctx, adminViewTimeout)
+	view := c.RefreshView(vctx)
+	cancel()
+	alive := false
+	for _, m := range c.aliveMembers() {
+		alive = alive || m.ID == id
+	}
+	proof := view.ProveEmpty(id, st.SlotCount, alive)
+	h := proof.Holdings
 	var targeted []int
 	for s, e := range st.Slots {
 		if e.Has(id) {
@@ -431,9 +447,13 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 		return nil, model.Conflict("node %q is running and answering: --force is for a dead node; drain it first (POST /v1/admin/nodes/%s/drain)", id, id)
 	case force:
 		res.Slots = targeted
-	case !h.Empty() || len(targeted) > 0:
+	case proof.Holds || len(targeted) > 0:
 		return nil, model.Conflict("node %q still holds %d replicas and leads %d slots (target placement: %d slots); drain it first (POST /v1/admin/nodes/%s/drain) and wait until it holds nothing, or use force=true for a dead node",
 			id, max(h.Replicas, h.Local), h.Led, len(targeted), id)
+	case proof.Unconfirmed != "":
+		// Removing a node that still holds a replica would take a copy
+		// of data out of the cluster's reach: without proof, refuse.
+		return nil, model.Unavailable(time.Second, "could not confirm what node %q holds (%s); retry", id, proof.Unconfirmed)
 	}
 	var started int64
 	for _, m := range c.members() {
@@ -444,7 +464,8 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 	if _, err := c.cfg.Forward.ProposeMeta(ctx, &raftfsm.ForgetNode{ID: id, At: c.now(), StartedAt: started}); err != nil {
 		return nil, err
 	}
-	c.log.Info("node removed from the cluster", "node", id, "force", force)
+	c.log.Info("node removed from the cluster", "node", id, "force", force, "replicas", h.Replicas, "led", h.Led, "open_replicas", h.Local,
+		"answered", answering, "alive", alive, "view_nodes", len(view.Nodes))
 	if c.serf != nil {
 		for _, m := range c.members() {
 			if m.ID == id && m.Status != serf.StatusAlive {

@@ -264,3 +264,70 @@ func TestReplicaWatcher(t *testing.T) {
 		t.Fatalf("info %v", i)
 	}
 }
+
+// Removing a node without force needs proof that it holds nothing: every
+// slot's configuration from a leader that answered, none of them with the
+// node, no newer configuration in flight, and the node's own word that it
+// has no replica open — or, for a node gossip sees dead, the
+// configurations alone. A missing answer is never read as "holds nothing".
+func TestProveEmpty(t *testing.T) {
+	ab := []string{"a", "b", "c"}
+	full := func() map[string]map[int]SlotReplicaState {
+		return map[string]map[int]SlotReplicaState{
+			"a": {0: rep(raft.Leader, 2, 9, 100, ab, nil, "a"), 1: rep(raft.Follower, 2, 9, 100, ab, nil, "a")},
+			"b": {0: rep(raft.Follower, 2, 9, 100, ab, nil, "b"), 1: rep(raft.Leader, 2, 9, 100, ab, nil, "b")},
+			"c": {0: rep(raft.Follower, 2, 9, 100, ab, nil, "c"), 1: rep(raft.Follower, 2, 9, 100, ab, nil, "c")},
+			"d": {}, // drained: holds nothing, answers
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		edit          func(map[string]map[int]SlotReplicaState)
+		node          string
+		alive         bool
+		holds, proven bool
+	}{
+		{name: "drained and answering", node: "d", alive: true, proven: true},
+		{name: "holds a replica", node: "c", alive: true, holds: true},
+		{name: "alive but did not answer", node: "d", alive: true,
+			edit: func(r map[string]map[int]SlotReplicaState) { delete(r, "d") }},
+		{name: "dead, out of every configuration", node: "d",
+			edit: func(r map[string]map[int]SlotReplicaState) { delete(r, "d") }, proven: true},
+		{name: "alive, its replica still open after its removal", node: "d", alive: true, holds: true,
+			edit: func(r map[string]map[int]SlotReplicaState) {
+				r["d"] = map[int]SlotReplicaState{1: rep(raft.Follower, 1, 3, 50, []string{"b", "c", "d"}, nil, "d")}
+			}},
+		{name: "a slot's leader did not answer", node: "d", alive: true,
+			edit: func(r map[string]map[int]SlotReplicaState) { delete(r, "b") }},
+		{name: "no replica of a slot answered", node: "d", alive: true,
+			edit: func(r map[string]map[int]SlotReplicaState) {
+				for _, id := range []string{"a", "b", "c"} {
+					delete(r[id], 1)
+				}
+			}},
+		{name: "only the asking node answered, the node not in its slots", node: "d", alive: true,
+			edit: func(r map[string]map[int]SlotReplicaState) {
+				delete(r, "b")
+				delete(r, "c")
+				delete(r, "d")
+			}},
+		// The leader of slot 0 reports a configuration without d, a
+		// follower a newer one (a new leader added d): in flight.
+		{name: "a newer configuration than the leader's", node: "d", alive: true,
+			edit: func(r map[string]map[int]SlotReplicaState) {
+				r["c"][0] = rep(raft.Follower, 3, 12, 100, []string{"a", "b", "c"}, []string{"d"}, "c")
+			}},
+		{name: "leads a slot", node: "a", alive: true, holds: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := full()
+			if tc.edit != nil {
+				tc.edit(r)
+			}
+			p := view(r).ProveEmpty(tc.node, 2, tc.alive)
+			if p.Holds != tc.holds || (p.Unconfirmed == "") != (tc.proven || tc.holds) {
+				t.Fatalf("%+v, want holds=%v proven=%v", p, tc.holds, tc.proven)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -151,6 +152,61 @@ func (v View) Holdings(slotCount int) map[string]Holdings {
 		out[id] = h
 	}
 	return out
+}
+
+// EmptyProof is what a view proves about whether a node holds and leads
+// nothing, which is what removing it without force needs.
+type EmptyProof struct {
+	Holdings Holdings
+	// Holds is true when the view shows the node holding or leading
+	// something: in a slot's configuration, leading it, or with a replica
+	// still open on the node itself.
+	Holds bool
+	// Unconfirmed says why the view cannot prove that the node holds
+	// nothing ("" when it can): a missing answer is not an empty answer.
+	Unconfirmed string
+}
+
+// ProveEmpty decides whether the view proves that node id holds and leads
+// nothing (slotCount slots). alive says whether gossip sees the node
+// alive. The proof needs, for every slot, the configuration of a leader
+// that answered (a follower's may be stale; a slot nobody reported is
+// unknown, not empty), no replica reporting a newer configuration than
+// its leader's (a change in flight), and the node's own answer that it
+// has no replica open; a node that does not answer counts as holding
+// nothing locally only when gossip does not see it alive either (it is
+// dead: the configurations are the whole truth, and force exists for the
+// rest).
+func (v View) ProveEmpty(id string, slotCount int, alive bool) EmptyProof {
+	p := EmptyProof{Holdings: v.Holdings(slotCount)[id]}
+	h := p.Holdings
+	p.Holds = h.Replicas > 0 || h.Led > 0 || h.Local > 0
+	if p.Holds {
+		return p
+	}
+	if _, answered := v.Nodes[id]; !answered && alive {
+		p.Unconfirmed = fmt.Sprintf("node %q is alive in gossip but did not answer", id)
+		return p
+	}
+	for s := 0; s < slotCount; s++ {
+		t := v.Truth(s)
+		switch {
+		case !t.Known:
+			p.Unconfirmed = fmt.Sprintf("no replica of slot %d answered", s)
+			return p
+		case t.Leader == "":
+			p.Unconfirmed = fmt.Sprintf("no leader of slot %d answered", s)
+			return p
+		}
+		for node, ns := range v.Nodes {
+			if r, ok := ns.Slots[s]; ok && r.Member && !r.Shutdown && r.ConfigIndex > t.ConfigIndex {
+				p.Unconfirmed = fmt.Sprintf("slot %d's configuration is changing (%s reports index %d, its leader %s index %d)",
+					s, node, r.ConfigIndex, t.Leader, t.ConfigIndex)
+				return p
+			}
+		}
+	}
+	return p
 }
 
 // viewCache keeps the last view, refreshed in the background.

@@ -2,13 +2,16 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,9 +25,13 @@ import (
 // testCluster is n nodes in this process, over loopback, every link going
 // through a fault-injecting network.
 type testCluster struct {
-	t     *testing.T
-	net   *faultnet.Network
-	cfgs  []Config
+	t    *testing.T
+	net  *faultnet.Network
+	cfgs []Config
+	// mu guards nodes against the test's background goroutines (a load
+	// reading live()) while the test goroutine adds, kills and restarts
+	// nodes; the test goroutine itself reads nodes directly.
+	mu    sync.Mutex
 	nodes []*Node
 }
 
@@ -56,6 +63,28 @@ func startCluster(t *testing.T, size int, tweak func(i int, c *Config)) *testClu
 	if testing.Short() {
 		t.Skip("an in-process cluster takes ~10 s: skipped with -short (make test runs it)")
 	}
+	// freeAddr's ports are free when picked, not when bound: another test
+	// process on the machine can take one in between. Then the cluster
+	// starts again on new ports.
+	for attempt := 1; ; attempt++ {
+		tc, err := tryStartCluster(t, size, tweak)
+		if err == nil {
+			t.Cleanup(tc.stop)
+			tc.waitReady(30 * time.Second)
+			return tc
+		}
+		if attempt == 3 || !addrInUse(err) {
+			t.Fatal(err)
+		}
+		t.Logf("starting the cluster again on other ports: %v", err)
+	}
+}
+
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+func tryStartCluster(t *testing.T, size int, tweak func(i int, c *Config)) (*testCluster, error) {
 	tc := &testCluster{t: t, net: faultnet.New()}
 	serfs := make([]string, size)
 	for i := range serfs {
@@ -97,12 +126,10 @@ func startCluster(t *testing.T, size int, tweak func(i int, c *Config)) *testClu
 	for _, err := range errs {
 		if err != nil {
 			tc.stop()
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	t.Cleanup(tc.stop)
-	tc.waitReady(30 * time.Second)
-	return tc
+	return tc, nil
 }
 
 func (tc *testCluster) stop() {
@@ -114,6 +141,8 @@ func (tc *testCluster) stop() {
 }
 
 func (tc *testCluster) live() []*Node {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
 	var out []*Node
 	for _, n := range tc.nodes {
 		if n != nil {
@@ -137,7 +166,14 @@ func (tc *testCluster) waitReady(timeout time.Duration) {
 
 func (tc *testCluster) kill(i int) {
 	tc.nodes[i].Kill()
-	tc.nodes[i] = nil
+	tc.set(i, nil)
+}
+
+// set replaces node i (nil: stopped), under mu.
+func (tc *testCluster) set(i int, n *Node) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.nodes[i] = n
 }
 
 func (tc *testCluster) restart(i int) {
@@ -148,7 +184,7 @@ func (tc *testCluster) restart(i int) {
 	if err != nil {
 		tc.t.Fatal(err)
 	}
-	tc.nodes[i] = n
+	tc.set(i, n)
 }
 
 // caughtUp is met when every slot replica on n is open, knows its leader

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
 )
@@ -42,6 +44,9 @@ type opsLoad struct {
 	attempts map[string][]string // Idempotency-Key → "attempt@time" of each delivery
 	batches  int
 	errs     int
+	// ev, when set, excuses a duplicate whose slot had an unplanned
+	// election around it (see raftEvents); nil: every duplicate fails.
+	ev *raftEvents
 }
 
 func startLoad(t *testing.T, tc *testCluster) *opsLoad {
@@ -58,7 +63,7 @@ func startLoad(t *testing.T, tc *testCluster) *opsLoad {
 		ld.mu.Lock()
 		k := req.Header.Get("Idempotency-Key")
 		ld.got[k] = append(ld.got[k], now)
-		ld.attempts[k] = append(ld.attempts[k], req.Header.Get("Webhook-Attempt")+"@"+now.Format("15:04:05.000"))
+		ld.attempts[k] = append(ld.attempts[k], req.Header.Get("X-Timemachine-Attempt")+"@"+now.Format("15:04:05.000"))
 		ld.mu.Unlock()
 		w.WriteHeader(200)
 	})}
@@ -135,18 +140,43 @@ func (ld *opsLoad) finish(timeout time.Duration) {
 	time.Sleep(2 * time.Second)
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
-	var dups, early []string
+	var dups, excused, early []string
 	for k, at := range ld.got {
 		if len(at) > 1 {
-			dups = append(dups, fmt.Sprintf("%s %v", k, ld.attempts[k]))
+			ok, why := ld.unplannedElection(k, at)
+			d := fmt.Sprintf("%s %v %s", k, ld.attempts[k], why)
+			if ok {
+				excused = append(excused, d)
+			} else {
+				dups = append(dups, d)
+			}
 		}
 		if trig, ok := ld.acked[k]; ok && at[0].UnixMilli() < trig {
 			early = append(early, k)
 		}
 	}
 	sort.Strings(dups)
+	sort.Strings(excused)
 	t.Logf("load: %d batches failed", ld.errs)
-	t.Logf("load: %d acknowledged jobs in %d batches, %d delivered, %d duplicates, %d early", len(ld.acked), ld.batches, len(ld.got), len(dups), len(early))
+	t.Logf("load: %d acknowledged jobs in %d batches, %d delivered, %d duplicates after planned moves only, %d after an unplanned election, %d early",
+		len(ld.acked), ld.batches, len(ld.got), len(dups), len(excused), len(early))
+	if ld.ev != nil {
+		evs := ld.ev.unplannedWins()
+		t.Logf("load: %d leaderships won in unplanned elections (a heartbeat timeout: at the start, or a process stalled, or a leader found dead)", len(evs))
+		for i, e := range evs[:min(40, len(evs))] {
+			t.Logf("  unplanned election %d: %s won by %s at %s", i+1, e.group, e.node, e.at.Format("15:04:05.000"))
+		}
+	}
+	if ld.ev != nil && len(dups) > 0 {
+		ld.ev.mu.Lock()
+		for _, w := range ld.ev.warnings[:min(40, len(ld.ev.warnings))] {
+			t.Logf("  warning: %s", w)
+		}
+		ld.ev.mu.Unlock()
+	}
+	if len(excused) > 0 {
+		t.Logf("%d jobs delivered again after an unplanned election of their slot (allowed, as after a crash): %s", len(excused), strings.Join(excused[:min(10, len(excused))], ", "))
+	}
 	if len(ld.acked) < 100 {
 		t.Errorf("the load acknowledged only %d jobs", len(ld.acked))
 	}
@@ -156,6 +186,177 @@ func (ld *opsLoad) finish(timeout time.Duration) {
 	if len(early) > 0 {
 		t.Errorf("%d jobs delivered early", len(early))
 	}
+}
+
+// raftEvents records, from every node's raft log (at INFO), the leaders
+// that won an UNPLANNED election: one their replica started because it
+// stopped hearing from its leader (raft's "heartbeat timeout reached,
+// starting election", which the liveness check's hurried elections also
+// end in). The target of a planned transfer becomes a candidate on the old
+// leader's TimeoutNow instead, which logs no timeout. An unplanned
+// election is a crash as far as the contract goes: callbacks in flight on
+// the old leader may be delivered again (API.md §5 promises no duplicate
+// for planned moves only). Under -race on this shared 2-core machine all
+// the in-process nodes stall together now and then, past the 300 ms
+// heartbeat timeout, and the load test must tell those elections from a
+// planned move that duplicated.
+type raftEvents struct {
+	mu sync.Mutex
+	// pending: the node's replica of the group timed out on its leader
+	// and is about to be a candidate (key node/group).
+	pending map[string]bool
+	// unplanned: the candidacy now running began with a timeout.
+	unplanned map[string]bool
+	wins      []raftEvent
+	// warnings are the other WARN+ lines, for the log of a failed run
+	// (e.g. a planned transfer that went ahead with callbacks in flight).
+	warnings []string
+}
+
+type raftEvent struct {
+	at          time.Time
+	node, group string
+	unplanned   bool
+}
+
+// tweak wraps each node's logger so its raft lines are recorded, and has
+// raft log at INFO (candidate and leader states).
+func (ev *raftEvents) tweak(next func(int, *Config)) func(int, *Config) {
+	ev.pending, ev.unplanned = map[string]bool{}, map[string]bool{}
+	return func(i int, c *Config) {
+		if next != nil {
+			next(i, c)
+		}
+		c.RaftLogLevel = "info"
+		c.Logger = slog.New(&eventHandler{ev: ev, next: c.Logger.Handler()})
+	}
+}
+
+func (ev *raftEvents) record(r slog.Record, node, group string) {
+	k := node + "/" + group
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	switch m := r.Message; {
+	case strings.Contains(m, "heartbeat timeout reached, starting election"):
+		ev.pending[k] = true
+	case strings.Contains(m, "Election timeout reached, restarting election"):
+		ev.pending[k] = ev.unplanned[k]
+	case strings.Contains(m, "entering candidate state"):
+		ev.unplanned[k], ev.pending[k] = ev.pending[k], false
+	case strings.Contains(m, "entering leader state"):
+		ev.wins = append(ev.wins, raftEvent{at: r.Time, node: node, group: group, unplanned: ev.unplanned[k]})
+		ev.unplanned[k] = false
+	case r.Level >= slog.LevelWarn, strings.Contains(m, "node removed from the cluster"):
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s %s %s %q", r.Time.Format("15:04:05.000"), node, group, r.Level, m)
+		r.Attrs(func(a slog.Attr) bool {
+			fmt.Fprintf(&b, " %s", a)
+			return true
+		})
+		ev.warnings = append(ev.warnings, b.String())
+	}
+}
+
+// winsOf lists the leadership wins of group, oldest first.
+func (ev *raftEvents) winsOf(group string) []raftEvent {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []raftEvent
+	for _, e := range ev.wins {
+		if e.group == group {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
+	return out
+}
+
+func (ev *raftEvents) unplannedWins() []raftEvent {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []raftEvent
+	for _, e := range ev.wins {
+		if e.unplanned {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+type eventHandler struct {
+	ev    *raftEvents
+	next  slog.Handler
+	attrs []slog.Attr
+}
+
+func (h *eventHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || h.next.Enabled(ctx, l)
+}
+
+func (h *eventHandler) Handle(ctx context.Context, r slog.Record) error {
+	node, group := "", ""
+	for _, a := range h.attrs {
+		switch a.Key {
+		case "node":
+			node = a.Value.String()
+		case "group":
+			group = a.Value.String()
+		}
+	}
+	if r.Level >= slog.LevelInfo {
+		h.ev.record(r, node, group)
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *eventHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &eventHandler{ev: h.ev, next: h.next.WithAttrs(as), attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+
+func (h *eventHandler) WithGroup(name string) slog.Handler {
+	return &eventHandler{ev: h.ev, next: h.next.WithGroup(name), attrs: h.attrs}
+}
+
+// unplannedElection judges a duplicate of job key (collection:id:trigger)
+// delivered at the times at: both deliveries said attempt 1, so two
+// leaders (or one leader in two terms) each fired it once, and the
+// outcome of the first firing never reached the second. A planned
+// hand-off commits the outcomes of the callbacks in flight before it
+// lets go (the drain gate), and a committed outcome survives any later
+// election, so only an unplanned loss of leadership between the two can
+// explain it: an unplanned win in the slot from 1 s before the first
+// delivery (a stalled, deposed leader that fired late) up to the second.
+// Then the duplicate is allowed, as after a crash; otherwise — only
+// planned wins, or none — it fails. (A planned move that duplicated in
+// the same window as an unplanned election would pass unnoticed: a
+// limitation, which the non-race run in make test narrows.) why lists the
+// slot's wins around the deliveries either way.
+func (ld *opsLoad) unplannedElection(key string, at []time.Time) (ok bool, why string) {
+	if ld.ev == nil {
+		return false, ""
+	}
+	parts := strings.Split(key, ":")
+	if len(parts) != 3 {
+		return false, ""
+	}
+	s := dht.SlotOf(parts[0], parts[1], ld.tc.cfgs[0].Slots)
+	first, last := at[0], at[len(at)-1]
+	var hist []string
+	for _, e := range ld.ev.winsOf(fmt.Sprintf("slot-%d", s)) {
+		if e.at.After(last) || e.at.Before(first.Add(-3*time.Second)) {
+			continue
+		}
+		kind := "planned"
+		if e.unplanned {
+			kind = "unplanned"
+			ok = ok || !e.at.Before(first.Add(-time.Second))
+		}
+		hist = append(hist, fmt.Sprintf("%s won by %s at %s", kind, e.node, e.at.Format("15:04:05.000")))
+	}
+	return ok, fmt.Sprintf("(slot %d: %s)", s, strings.Join(hist, "; "))
 }
 
 // opsTweak is the node configuration of these tests: a small fire pool (so
@@ -168,18 +369,45 @@ func opsTweak(i int, c *Config) {
 // addNode starts one more node that joins the cluster through n1.
 func (tc *testCluster) addNode(id string) *Node {
 	tc.t.Helper()
-	c := tc.cfgs[0]
-	c.NodeID, c.DataDir, c.BindAddr, c.SerfAddr = id, tc.t.TempDir(), freeAddr(tc.t), freeAddr(tc.t)
-	c.BootstrapExpect, c.Join = 1, []string{tc.cfgs[0].SerfAddr}
-	tc.net.Register(id, c.BindAddr)
-	c.MuxDialer, c.PeerDialer = tc.net.MuxDialer(id), tc.net.PeerDialer(id)
-	n, err := Start(c)
-	if err != nil {
-		tc.t.Fatal(err)
+	var c Config
+	var n *Node
+	for attempt := 1; ; attempt++ {
+		c = tc.cfgs[0]
+		c.NodeID, c.DataDir, c.BindAddr, c.SerfAddr = id, tc.t.TempDir(), freeAddr(tc.t), freeAddr(tc.t)
+		c.BootstrapExpect, c.Join = 1, []string{tc.cfgs[0].SerfAddr}
+		tc.net.Register(id, c.BindAddr)
+		c.MuxDialer, c.PeerDialer = tc.net.MuxDialer(id), tc.net.PeerDialer(id)
+		var err error
+		if n, err = Start(c); err == nil {
+			break
+		}
+		if attempt == 3 || !addrInUse(err) {
+			tc.t.Fatal(err)
+		}
+		tc.t.Logf("starting %s again on other ports: %v", id, err)
 	}
 	tc.cfgs = append(tc.cfgs, c)
+	tc.mu.Lock()
 	tc.nodes = append(tc.nodes, n)
+	tc.mu.Unlock()
 	return n
+}
+
+// removeNode removes a node without force through n1, again while the
+// answer is unavailable: n1 could not confirm what the node holds (a
+// status call that failed or a slot without a leader in its view), which
+// on this shared machine, under -race, happens now and then.
+func (tc *testCluster) removeNode(id string) (res *model.RemoveResult, err error) {
+	tc.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err = tc.nodes[0].svc.RemoveNode(context.Background(), id, false)
+		if !isKind(err, model.KindUnavailable) || time.Now().After(deadline) {
+			return res, err
+		}
+		tc.t.Logf("remove %s: %v (retrying)", id, err)
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // node returns the live node with the id.
@@ -259,8 +487,10 @@ func nodeRow(info *model.ClusterInfo, id string) (model.NodeInfo, bool) {
 // removal while they hold anything, and the load sees nothing lost,
 // duplicated or early.
 func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
-	tc := startCluster(t, 3, opsTweak)
+	ev := &raftEvents{}
+	tc := startCluster(t, 3, ev.tweak(opsTweak))
 	ld := startLoad(t, tc)
+	ld.ev = ev
 	tc.addNode("n4")
 	tc.addNode("n5")
 	testutil.Eventually(t, 30*time.Second, "n4 and n5 in the node table", func() error {
@@ -307,23 +537,68 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 			t.Fatalf("after the rebalance %s holds %d replicas, want 7 or 8 (36 over 5)", nd.ID, nd.Replicas)
 		}
 	}
-	if m := info.Moves; m == nil || m.Done == 0 || m.Pending != 0 {
-		t.Fatalf("move progress after the rebalance: %+v", m)
+	// The controller's progress, and its counter, live in memory on the
+	// meta leader of the moment, and only the meta leader reports them: a
+	// view without its answer has no progress, and a meta election during
+	// the rebalance (the race detector on a shared machine can stall a
+	// process past the heartbeat timeout) starts a new leader at 0. So
+	// the progress is waited for, its Done is checked only when the meta
+	// leader did not change, and the counter is added up over every node,
+	// all five still running here.
+	testutil.Eventually(t, 20*time.Second, "the meta leader's move progress, nothing pending", func() error {
+		if info = tc.info(""); info.Moves == nil || info.Moves.Pending != 0 {
+			return fmt.Errorf("move progress %+v (meta leader %q)", info.Moves, info.MetaLeader)
+		}
+		return nil
+	})
+	metaChanges := 0.0
+	for _, n := range tc.live() {
+		v, _ := metricSum(t, n, "timemachine_raft_leader_changes_total", map[string]string{"group": "meta"})
+		metaChanges += v
 	}
-	t.Logf("rebalance to 5 nodes settled in %v (%d slots moved)", time.Since(start).Round(time.Millisecond), info.Moves.Done)
+	if info.Moves.Done == 0 && metaChanges == 0 {
+		t.Fatalf("move progress after the rebalance: %+v, and the meta leader never changed", *info.Moves)
+	}
+	t.Logf("rebalance to 5 nodes settled in %v (%d slots moved, as the meta leader %s saw them; %v meta leader changes seen)",
+		time.Since(start).Round(time.Millisecond), info.Moves.Done, info.MetaLeader, metaChanges)
+	done := 0.0
+	for _, n := range tc.live() {
+		v, _ := metricSum(t, n, "timemachine_moves_done_total", nil)
+		done += v
+	}
+	if done < 1 {
+		t.Errorf("timemachine_moves_done_total adds up to %v over the nodes after the rebalance moved %d slots", done, info.Moves.Done)
+	}
 
 	for _, id := range []string{"n5", "n4"} {
+		// Refused while it holds replicas: conflict, or unavailable when
+		// n1 could not confirm what the node holds.
+		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
+			t.Fatalf("removing %s while it holds replicas: %v, want conflict", id, err)
+		}
 		start := time.Now()
 		res, err := tc.nodes[0].svc.DrainNode(context.Background(), id)
 		if err != nil || res.Node != id || res.Status != "draining" {
 			t.Fatalf("drain %s: %+v %v", id, res, err)
 		}
-		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) {
+		// Refused again now that it drains, unless the drain already
+		// finished: under -race on the shared machine the drain call
+		// itself has taken 5 s, and a drain 2 to 3 s. A removal accepted
+		// while the node still had a replica open is the bug this checks.
+		drainCall := time.Since(start)
+		n := tc.node(id)
+		removedEarly := false
+		if res, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); err == nil {
+			if open := n.slots.Len(); open != 0 {
+				t.Fatalf("removing %s while it drains: %+v, accepted while it has %d replicas open (the drain call took %v)", id, res, open, drainCall)
+			}
+			t.Logf("%s already drained when its removal was asked (the drain call took %v): removed", id, drainCall)
+			removedEarly = true
+		} else if !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
 			t.Fatalf("removing %s while it drains: %v, want conflict", id, err)
 		}
-		n := tc.node(id)
-		testutil.Eventually(t, 5*time.Second, id+" says it drains", func() error {
-			if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "draining") && !strings.Contains(err.Error(), "drained") {
+		testutil.Eventually(t, 20*time.Second, id+" says it drains", func() error {
+			if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "draining") && !strings.Contains(err.Error(), "drained") && !(removedEarly && strings.Contains(err.Error(), "removed")) {
 				return fmt.Errorf("readyz: %v", err)
 			}
 			return nil
@@ -346,12 +621,14 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 			}
 			return nil
 		})
-		if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "drained") {
+		if err := n.Ready(); !removedEarly && (err == nil || !strings.Contains(err.Error(), "drained")) {
 			t.Fatalf("%s readyz after the drain: %v", id, err)
 		}
 		t.Logf("drain of %s took %v", id, time.Since(start).Round(time.Millisecond))
-		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); err != nil {
-			t.Fatalf("remove %s: %v", id, err)
+		if !removedEarly {
+			if _, err := tc.removeNode(id); err != nil {
+				t.Fatalf("remove %s: %v", id, err)
+			}
 		}
 		testutil.Eventually(t, 20*time.Second, id+" told it was removed", func() error {
 			if err := n.Ready(); err == nil || !strings.Contains(err.Error(), "removed") {
@@ -362,7 +639,7 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		if err := n.Close(); err != nil {
 			t.Fatal(err)
 		}
-		tc.nodes[tc.index(id)] = nil
+		tc.set(tc.index(id), nil)
 	}
 	// Removed nodes do not come back: not in /v1/cluster, not through gossip.
 	time.Sleep(3 * time.Second)
@@ -377,28 +654,37 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 			}
 		}
 	}
-	// Metrics: the moves the meta leader made, nodes by status, leaders
-	// and follower lag on every node.
+	// Metrics: nodes by status on the meta leader, leaders and follower
+	// lag on every node. (The moves done were checked when the rebalance
+	// settled: the counter lives on whichever node was meta leader then.)
+	testutil.Eventually(t, 20*time.Second, "a meta leader", func() error {
+		if info = tc.info(""); info.MetaLeader == "" {
+			return errors.New("none known")
+		}
+		return nil
+	})
 	ml := tc.node(info.MetaLeader)
-	if v, _ := metricSum(t, ml, "timemachine_moves_done_total", nil); v < 1 {
-		t.Errorf("timemachine_moves_done_total on the meta leader = %v", v)
-	}
 	if v, _ := metricSum(t, ml, "timemachine_cluster_nodes", map[string]string{"status": "alive"}); v != 3 {
 		t.Errorf("timemachine_cluster_nodes{status=alive} = %v, want 3", v)
 	}
-	leaders := 0.0
-	for _, n := range tc.live() {
-		v, _ := metricSum(t, n, "timemachine_slot_leaders", nil)
-		leaders += v
-		if v > 0 {
-			if _, ok := metricSum(t, n, "timemachine_follower_lag_entries", nil); !ok {
-				t.Errorf("%s leads %v slots and reports no follower lag", n.ID(), v)
+	// Waited for: an unplanned election (a stall under -race) leaves
+	// slots without a leader for a moment.
+	testutil.Eventually(t, 20*time.Second, "timemachine_slot_leaders adding up to 12, with follower lag where they lead", func() error {
+		leaders := 0.0
+		for _, n := range tc.live() {
+			v, _ := metricSum(t, n, "timemachine_slot_leaders", nil)
+			leaders += v
+			if v > 0 {
+				if _, ok := metricSum(t, n, "timemachine_follower_lag_entries", nil); !ok {
+					return fmt.Errorf("%s leads %v slots and reports no follower lag", n.ID(), v)
+				}
 			}
 		}
-	}
-	if leaders != 12 {
-		t.Errorf("timemachine_slot_leaders adds up to %v, want 12", leaders)
-	}
+		if leaders != 12 {
+			return fmt.Errorf("timemachine_slot_leaders adds up to %v", leaders)
+		}
+		return nil
+	})
 	ld.finish(60 * time.Second)
 }
 
@@ -456,8 +742,10 @@ func contains(ss []string, s string) bool {
 // the next rebalance; a graceful stop of the node that leads the most
 // (the SIGTERM hand-off) delivers nothing twice either.
 func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
-	tc := startCluster(t, 3, opsTweak)
+	ev := &raftEvents{}
+	tc := startCluster(t, 3, ev.tweak(opsTweak))
 	ld := startLoad(t, tc)
+	ld.ev = ev
 	info := tc.info("")
 	s := info.Slots[5]
 	to := ""
@@ -518,7 +806,7 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 	if err := tc.node(victim).Close(); err != nil {
 		t.Fatal(err)
 	}
-	tc.nodes[tc.index(victim)] = nil
+	tc.set(tc.index(victim), nil)
 	testutil.Eventually(t, 20*time.Second, "every slot led again", func() error {
 		for _, s := range tc.info("").Slots {
 			if s.Leader == "" || s.Leader == victim {
@@ -587,7 +875,7 @@ func TestOpsRejoinWithoutSerfSnapshot(t *testing.T) {
 	if err := tc.nodes[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	tc.nodes[0] = nil
+	tc.set(0, nil)
 	if err := os.RemoveAll(filepath.Join(tc.cfgs[0].DataDir, "serf")); err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,12 @@ type Replica struct {
 	writes   *raftgroup.Proposer // client writes: create, upsert, delete, purge
 	outcomes *raftgroup.Proposer // the scheduler's acks, retries and reschedules
 
-	active         atomic.Pointer[scheduler]
+	active atomic.Pointer[scheduler]
+	// pauseMu orders planned transfers against a term's scheduler coming
+	// up: paused counts the transfers in progress (pauseScheduler until
+	// its after), and a scheduler installed while one is starts paused.
+	pauseMu        sync.Mutex
+	paused         int
 	guard          *jobGuard // fires vs. DELETE/PUT of the same job (leader only)
 	voters         atomic.Pointer[voterCache]
 	proposedOffset atomic.Int64
@@ -289,17 +294,29 @@ func (r *Replica) Reset() {
 // finish and commit, before a planned leadership transfer: the next leader
 // then has nothing to fire twice. after(true) resumes dispatching when
 // leadership stayed here.
+//
+// A term's scheduler starts only after the barrier and the wait for the
+// meta state, so a transfer can begin while this replica leads and has no
+// scheduler yet: the one installed meanwhile starts paused (see lead), and
+// must not fire while leadership is on its way out — its callbacks'
+// outcomes might not be committed when the next leader takes over.
 func (r *Replica) pauseScheduler() func(resume bool) {
+	r.pauseMu.Lock()
+	r.paused++
 	s := r.active.Load()
-	if s == nil {
-		return func(bool) {}
+	if s != nil {
+		s.stopping.Store(true) // drain below waits, ordered by the gate
 	}
-	if !s.drain(drainTimeout) {
+	r.pauseMu.Unlock()
+	if s != nil && !s.drain(drainTimeout) {
 		r.log.Warn("callbacks still in flight at a leadership transfer; the next leader may repeat them")
 	}
 	return func(resume bool) {
-		if resume && r.active.Load() == s {
-			s.resume()
+		r.pauseMu.Lock()
+		defer r.pauseMu.Unlock()
+		r.paused--
+		if cur := r.active.Load(); resume && r.paused == 0 && cur != nil {
+			cur.resume()
 		}
 	}
 }
@@ -316,7 +333,12 @@ func (r *Replica) lead(ctx context.Context) {
 		slot: r.slot, log: r.log, clock: r.cfg.Clock, sem: r.fireSlots,
 		window: r.cfg.Window, maxLoaded: r.cfg.MaxLoaded, workers: fireWorkers, guard: r.guard,
 	})
+	r.pauseMu.Lock()
 	r.active.Store(s)
+	if r.paused > 0 {
+		s.stopping.Store(true) // a planned transfer is under way (pauseScheduler)
+	}
+	r.pauseMu.Unlock()
 	defer r.active.Store(nil)
 	var wg sync.WaitGroup
 	wg.Add(1)
