@@ -195,6 +195,18 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 			leaderMoved[a.Slot] = true
 		}
 	}
+	// An explicit rebalance ends the operator's leadership choices: every
+	// slot's leader is the balancer's again. A dry run reports these moves
+	// too, so the plan it answers is the one a real run starts.
+	var clear []raftfsm.PreferredUpdate
+	for s, e := range st.Slots {
+		if e.PreferredLeader != "" {
+			clear = append(clear, raftfsm.PreferredUpdate{Slot: s})
+			if !leaderMoved[s] {
+				moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, Kind: "leader"})
+			}
+		}
+	}
 	if dryRun {
 		return moves, nil
 	}
@@ -208,17 +220,6 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 	var cmds []raftfsm.Command
 	if len(ups) > 0 {
 		cmds = append(cmds, &raftfsm.SetSlots{Updates: ups})
-	}
-	// An explicit rebalance ends the operator's leadership choices: every
-	// slot's leader is the balancer's again.
-	var clear []raftfsm.PreferredUpdate
-	for s, e := range st.Slots {
-		if e.PreferredLeader != "" {
-			clear = append(clear, raftfsm.PreferredUpdate{Slot: s})
-			if !leaderMoved[s] {
-				moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, Kind: "leader"})
-			}
-		}
 	}
 	if len(clear) > 0 {
 		cmds = append(cmds, &raftfsm.SetPreferredLeaders{Updates: clear})
