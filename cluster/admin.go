@@ -237,12 +237,13 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 }
 
 // Compact makes every live node snapshot its replicas (truncating raft
-// logs) and compact its storage.
+// logs) and compact its storage. A draining node is live too: it still
+// holds replicas (and their logs) until it is drained.
 func (c *Cluster) Compact(ctx context.Context) ([]model.CompactResult, error) {
 	st := c.cfg.Meta.State()
 	ids := []string{c.cfg.NodeID}
 	for _, nd := range st.NodeList() {
-		if nd.ID != c.cfg.NodeID && nd.Status == model.NodeAlive {
+		if nd.ID != c.cfg.NodeID && (nd.Status == model.NodeAlive || nd.Status == model.NodeDraining) {
 			ids = append(ids, nd.ID)
 		}
 	}

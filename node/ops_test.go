@@ -350,6 +350,18 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 			t.Fatalf("%s readyz after the drain: %v", id, err)
 		}
 		t.Logf("drain of %s took %v", id, time.Since(start).Round(time.Millisecond))
+		// Until it is removed, a drained node is compacted with the others.
+		cres, err := tc.nodes[0].svc.Compact(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		compacted := false
+		for _, r := range cres {
+			compacted = compacted || r.Node == id && r.OK
+		}
+		if !compacted {
+			t.Fatalf("compact while %s is drained answers %+v, without it", id, cres)
+		}
 		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); err != nil {
 			t.Fatalf("remove %s: %v", id, err)
 		}
