@@ -195,6 +195,18 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 			leaderMoved[a.Slot] = true
 		}
 	}
+	// An explicit rebalance ends the operator's leadership choices: every
+	// slot's leader is the balancer's again. A dry run reports these moves
+	// too, so the plan it answers is the one a real run starts.
+	var clear []raftfsm.PreferredUpdate
+	for s, e := range st.Slots {
+		if e.PreferredLeader != "" {
+			clear = append(clear, raftfsm.PreferredUpdate{Slot: s})
+			if !leaderMoved[s] {
+				moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, Kind: "leader"})
+			}
+		}
+	}
 	if dryRun {
 		return moves, nil
 	}
@@ -208,17 +220,6 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 	var cmds []raftfsm.Command
 	if len(ups) > 0 {
 		cmds = append(cmds, &raftfsm.SetSlots{Updates: ups})
-	}
-	// An explicit rebalance ends the operator's leadership choices: every
-	// slot's leader is the balancer's again.
-	var clear []raftfsm.PreferredUpdate
-	for s, e := range st.Slots {
-		if e.PreferredLeader != "" {
-			clear = append(clear, raftfsm.PreferredUpdate{Slot: s})
-			if !leaderMoved[s] {
-				moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, Kind: "leader"})
-			}
-		}
 	}
 	if len(clear) > 0 {
 		cmds = append(cmds, &raftfsm.SetPreferredLeaders{Updates: clear})
@@ -236,12 +237,13 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 }
 
 // Compact makes every live node snapshot its replicas (truncating raft
-// logs) and compact its storage.
+// logs) and compact its storage. A draining node is live too: it still
+// holds replicas (and their logs) until it is drained.
 func (c *Cluster) Compact(ctx context.Context) ([]model.CompactResult, error) {
 	st := c.cfg.Meta.State()
 	ids := []string{c.cfg.NodeID}
 	for _, nd := range st.NodeList() {
-		if nd.ID != c.cfg.NodeID && nd.Status == model.NodeAlive {
+		if nd.ID != c.cfg.NodeID && (nd.Status == model.NodeAlive || nd.Status == model.NodeDraining) {
 			ids = append(ids, nd.ID)
 		}
 	}

@@ -400,6 +400,20 @@ func TestConsole(t *testing.T) {
 		}
 	}
 
+	// 9. A drain starts a round of slot moves: the cluster map shows its
+	// progress (GET /v1/cluster "moves"; its counts stay after the round,
+	// so a fast drain cannot be missed) and, while a slot moves, where it
+	// goes. Last, because the cluster then has two nodes holding slots.
+	drained := c.IDs[2]
+	if r := n1.Do(t, "POST", "/v1/admin/nodes/"+drained+"/drain", nil); r.Status != http.StatusOK {
+		t.Fatalf("drain %s: %d %s", drained, r.Status, r.Body)
+	}
+	step(t, ctx, "the moves of a drain on the cluster map", 30*time.Second,
+		chromedp.Navigate(base+"/ui/#/cluster"),
+		until(`(() => { const p = document.querySelector('[data-testid=moves-progress]');
+			return !!p && Number(p.max) > 0 && /of \d+/.test(document.querySelector('[data-testid=moves]').textContent); })()`, 30*time.Second))
+	shot.take(ctx, "console-moves.png")
+
 	// Without an auth file the console asks for nothing.
 	if !secureMode {
 		open := startServer(t)

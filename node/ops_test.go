@@ -626,6 +626,18 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		}
 		t.Logf("drain of %s took %v", id, time.Since(start).Round(time.Millisecond))
 		if !removedEarly {
+			// Until it is removed, a drained node is compacted with the others.
+			cres, err := tc.nodes[0].svc.Compact(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			compacted := false
+			for _, r := range cres {
+				compacted = compacted || r.Node == id && r.OK
+			}
+			if !compacted {
+				t.Fatalf("compact while %s is drained answers %+v, without it", id, cres)
+			}
 			if _, err := tc.removeNode(id); err != nil {
 				t.Fatalf("remove %s: %v", id, err)
 			}
@@ -789,9 +801,32 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 	if _, err := tc.nodes[0].svc.TransferSlot(context.Background(), 5, "n9"); !isKind(err, model.KindNotFound) {
 		t.Fatalf("transfer to an unknown node: %v", err)
 	}
-	// The next rebalance ends the preference.
-	if _, err := tc.nodes[0].svc.Rebalance(context.Background(), false); err != nil {
+	// The next rebalance ends the preference; its dry run says so (a
+	// leader move for slot 5) and changes nothing.
+	leaderMove := func(moves []model.Move) bool {
+		for _, m := range moves {
+			if m.Slot == 5 && m.Kind == "leader" && (m.From == to || m.To != "") {
+				return true
+			}
+		}
+		return false
+	}
+	plan, err := tc.nodes[1].svc.Rebalance(context.Background(), true)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !leaderMove(plan) {
+		t.Fatalf("the rebalance dry run plans no leader move for slot 5 (preferred leader %s): %+v", to, plan)
+	}
+	if p := tc.nodes[0].meta.State().Slots[5].PreferredLeader; p != to {
+		t.Fatalf("preferred leader %q after a dry run, want %s", p, to)
+	}
+	moves, err := tc.nodes[0].svc.Rebalance(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leaderMove(moves) {
+		t.Fatalf("the rebalance answers no leader move for slot 5 (preferred leader %s): %+v", to, moves)
 	}
 	if p := tc.nodes[0].meta.State().Slots[5].PreferredLeader; p != "" {
 		t.Fatalf("preferred leader %q after a rebalance", p)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -224,14 +225,18 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 }
 
-// What the server really answers validates against the document's schemas
-// (the document's examples are checked in rpc/openapi; this keeps the
-// schemas honest about the rendering).
+// What the server really answers validates against the document: against
+// the response the document gives the operation for the status the server
+// answered (an undocumented status fails), and against a named component
+// schema where the row gives one. The document's examples are checked in
+// rpc/openapi; this keeps the schemas and status codes honest about the
+// rendering.
 func TestAnswersMatchTheSchemas(t *testing.T) {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(openapi.JSON()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	doc := v.(map[string]any)
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	if err := c.AddResource("openapi.json", v); err != nil {
@@ -245,54 +250,162 @@ func TestAnswersMatchTheSchemas(t *testing.T) {
 		job: failed, listJobs: []*model.Job{failed}, coll: coll, colls: []*model.Collection{coll},
 		route:  &model.Route{Name: "r1", WebhookURL: "http://127.0.0.1:9/h", Headers: map[string]string{"Authorization": "Bearer x", "X-A": "b"}, TimeoutMs: 1000, CreatedAt: 1, UpdatedAt: 1},
 		routes: []*model.Route{{Name: "r1", WebhookURL: "http://127.0.0.1:9/h"}},
-		cluster: &model.ClusterInfo{SlotCount: 2, ReplicationFactor: 1, Self: "n1",
-			Nodes: []model.NodeInfo{{ID: "n1", HTTPAddr: "127.0.0.1:8080", Status: "alive", SlotsLed: 2, Replicas: 2}},
-			Slots: []model.SlotInfo{{Slot: 0, Leader: "n1", Replicas: []string{"n1"}, State: "healthy"}, {Slot: 1, Replicas: []string{"n1"}, State: "moving"}}},
-		moves:      []model.Move{{Slot: 1, From: "n1", To: "n2", Kind: "leader"}},
-		compactRes: []model.CompactResult{{Node: "n1", OK: true, TookMs: 3}},
+		// Every slot state, every node status, a move under way.
+		cluster: &model.ClusterInfo{SlotCount: 4, ReplicationFactor: 2, Self: "n1", MetaLeader: "n1",
+			Nodes: []model.NodeInfo{
+				{ID: "n1", HTTPAddr: "127.0.0.1:8080", BindAddr: "127.0.0.1:7000", Status: "alive", SlotsLed: 2, Replicas: 4},
+				{ID: "n2", HTTPAddr: "127.0.0.1:8081", Status: "draining", SlotsLed: 0, Replicas: 3},
+				{ID: "n3", HTTPAddr: "127.0.0.1:8082", Status: "unreachable", SlotsLed: 0, Replicas: 0},
+				{ID: "n4", HTTPAddr: "127.0.0.1:8083", Status: "alive", SlotsLed: 1, Replicas: 1},
+				{ID: "n5", HTTPAddr: "127.0.0.1:8084", Status: "failed"},
+				{ID: "n6", HTTPAddr: "127.0.0.1:8085", Status: "left"},
+			},
+			Slots: []model.SlotInfo{
+				{Slot: 0, Leader: "n1", Replicas: []string{"n1", "n2"}, State: "healthy", Pending: 3},
+				{Slot: 1, Leader: "n4", Replicas: []string{"n1", "n4"}, State: "degraded", PreferredLeader: "n4"},
+				{Slot: 2, Leader: "n1", Replicas: []string{"n1", "n2"}, Nonvoters: []string{"n4"}, State: "moving", Target: []string{"n1", "n4"}},
+				{Slot: 3, Replicas: []string{"n1", "n2"}, State: "no_leader", Target: []string{"n1", "n4"}},
+			},
+			Moves: &model.MoveProgress{Pending: 2, Active: 1, Done: 1, Total: 3, StartedAt: 1000},
+		},
+		moves: []model.Move{{Slot: 1, From: "n1", To: "n2", Kind: "replica"}, {Slot: 1, From: "n1", To: "n2", Kind: "leader"},
+			{Slot: 3, From: "n4", Kind: "leader"}},
+		compactRes: []model.CompactResult{{Node: "n1", OK: true, TookMs: 3}, {Node: "n2", Error: "unreachable"}},
 	}
-	s := newTestServer(f)
-	json := []string{"Content-Type", "application/json"}
+	failing := func(err error) *fakeBackend { return &fakeBackend{err: err} }
+	jsonType := []string{"Content-Type", "application/json"}
 	for _, tc := range []struct {
 		method, uri, body, schema string
 		status                    int
+		b                         *fakeBackend // nil: f
 	}{
-		{"GET", "/v1/collections/c/jobs/j1", "", "Job", 200},
-		{"GET", "/v1/collections/c/jobs?status=failed", "", "JobList", 200},
-		{"POST", "/v1/collections/c/jobs", `{"id":"n1","delay":"1m","callback_url":"http://127.0.0.1:9/x","meta":{"k":[1]}}`, "Job", 201},
-		{"POST", "/v1/collections/c/jobs", `[{"id":"n2","callback_url":"http://127.0.0.1:9/x"},{"id":"bad id"}]`, "BatchResult", 200},
-		{"GET", "/v1/collections/c", "", "Collection", 200},
-		{"GET", "/v1/collections", "", "CollectionList", 200},
-		{"GET", "/v1/routes/r1", "", "Route", 200},
-		{"GET", "/v1/routes", "", "RouteList", 200},
-		{"GET", "/v1/cluster", "", "Cluster", 200},
-		{"POST", "/v1/admin/rebalance?dry_run=true", "", "Moves", 200},
-		{"POST", "/v1/admin/compact", "", "CompactResults", 200},
-		{"GET", "/v1/admin/gossip/keys", "", "GossipKeyring", 200},
-		{"GET", "/healthz", "", "Status", 200},
-		{"GET", "/v1/nope", "", "Error", 404},
-		{"POST", "/v1/collections/c/jobs", `{"trigger_time":"abc"}`, "Error", 400},
+		{"GET", "/v1/collections/c/jobs/j1", "", "Job", 200, nil},
+		{"GET", "/v1/collections/c/jobs?status=failed", "", "JobList", 200, nil},
+		{"POST", "/v1/collections/c/jobs", `{"id":"n1","delay":"1m","callback_url":"http://127.0.0.1:9/x","meta":{"k":[1]}}`, "Job", 201, nil},
+		{"POST", "/v1/collections/c/jobs", `[{"id":"n2","callback_url":"http://127.0.0.1:9/x"},{"id":"bad id"}]`, "BatchResult", 200, nil},
+		{"GET", "/v1/collections/c", "", "Collection", 200, nil},
+		{"GET", "/v1/collections", "", "CollectionList", 200, nil},
+		{"GET", "/v1/routes/r1", "", "Route", 200, nil},
+		{"GET", "/v1/routes", "", "RouteList", 200, nil},
+		{"GET", "/v1/cluster", "", "Cluster", 200, nil},
+		{"GET", "/v1/cluster", "", "Error", 503, failing(model.Unavailable(time.Second, "the meta group has no leader"))},
+		{"POST", "/v1/admin/rebalance?dry_run=true", "", "Moves", 200, nil},
+		{"POST", "/v1/admin/rebalance", "", "Moves", 200, &fakeBackend{}},
+		{"POST", "/v1/admin/rebalance?dry_run=maybe", "", "Error", 400, nil},
+		{"POST", "/v1/admin/rebalance", "", "Error", 409, failing(model.Conflict("the placement changed while the rebalance was planned; run it again"))},
+		{"POST", "/v1/admin/compact", "", "CompactResults", 200, nil},
+		{"POST", "/v1/admin/slots/5/transfer", `{"to":"n2"}`, "TransferResult", 200, nil},
+		{"POST", "/v1/admin/slots/5/transfer", `{"to":"n3"}`, "Error", 400, failing(model.Invalid("node %q holds no replica of slot 5", "n3"))},
+		{"POST", "/v1/admin/slots/40/transfer", `{"to":"n2"}`, "Error", 404, failing(model.NotFound("slot 40 does not exist"))},
+		{"POST", "/v1/admin/slots/5/transfer", `{"to":"n2"}`, "Error", 409, failing(model.Conflict("slot 5's replicas changed meanwhile; try again"))},
+		{"POST", "/v1/admin/nodes/n2/drain", "", "DrainResult", 200, nil},
+		{"POST", "/v1/admin/nodes/n9/drain", "", "Error", 404, failing(model.NotFound("node %q is not a member of this cluster", "n9"))},
+		{"DELETE", "/v1/admin/nodes/n2", "", "", 204, nil},
+		{"DELETE", "/v1/admin/nodes/n2?force=true", "", "", 204, nil},
+		{"DELETE", "/v1/admin/nodes/n2?force=perhaps", "", "Error", 400, nil},
+		{"DELETE", "/v1/admin/nodes/n2", "", "Error", 409, failing(model.Conflict("node %q still holds 3 replicas; drain it first", "n2"))},
+		{"DELETE", "/v1/admin/nodes/n9", "", "Error", 404, failing(model.NotFound("node %q was already removed from this cluster", "n9"))},
+		{"GET", "/v1/admin/gossip/keys", "", "GossipKeyring", 200, nil},
+		{"GET", "/healthz", "", "Status", 200, nil},
+		{"GET", "/v1/nope", "", "Error", 404, nil},
+		{"POST", "/v1/collections/c/jobs", `{"trigger_time":"abc"}`, "Error", 400, nil},
 	} {
 		var hdr []string
 		if tc.body != "" {
-			hdr = json
+			hdr = jsonType
 		}
-		r := do(s.Handler(), tc.method, tc.uri, tc.body, hdr...)
+		b := f
+		if tc.b != nil {
+			b = tc.b
+		}
+		r := do(newTestServer(b).Handler(), tc.method, tc.uri, tc.body, hdr...)
 		what := fmt.Sprintf("%s %s", tc.method, tc.uri)
 		if r.status != tc.status {
 			t.Errorf("%s: %d %s, want %d", what, r.status, r.body, tc.status)
 			continue
 		}
-		sch, err := c.Compile("openapi.json#/components/schemas/" + tc.schema)
-		if err != nil {
-			t.Fatal(err)
+		var pointers []string
+		if tc.schema != "" {
+			pointers = append(pointers, "#/components/schemas/"+tc.schema)
+		}
+		if op, ok := documentedResponse(doc, tc.method, tc.uri, r.status); !ok {
+			t.Errorf("%s answers %d, which the document does not list for %s", what, r.status, op)
+			continue
+		} else if op != "" {
+			if _, ok := resolve(doc, op)["content"]; ok {
+				pointers = append(pointers, op+"/content/application~1json/schema")
+			} else if len(r.body) != 0 {
+				t.Errorf("%s answers %d with a body %q; the document says none", what, r.status, r.body)
+			}
+		}
+		if len(pointers) == 0 {
+			if len(r.body) != 0 {
+				t.Errorf("%s answers %d with a body %q, want none", what, r.status, r.body)
+			}
+			continue
 		}
 		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(r.body))
 		if err != nil {
 			t.Fatalf("%s: %v: %s", what, err, r.body)
 		}
-		if err := sch.Validate(v); err != nil {
-			t.Errorf("%s answers %s, which does not match schema %s:\n%v", what, r.body, tc.schema, err)
+		for _, p := range pointers {
+			sch, err := c.Compile("openapi.json" + p)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			if err := sch.Validate(v); err != nil {
+				t.Errorf("%s answers %s, which does not match %s:\n%v", what, r.body, p, err)
+			}
 		}
 	}
+}
+
+// documentedResponse finds the operation of the document that serves
+// method uri and returns the JSON pointer of its response for status
+// (following a $ref to components/responses). ok is false when the
+// operation does not list the status; op is "" when no path matches (an
+// unknown route).
+func documentedResponse(doc map[string]any, method, uri string, status int) (op string, ok bool) {
+	path, _, _ := strings.Cut(uri, "?")
+	paths, _ := doc["paths"].(map[string]any)
+	for tmpl, item := range paths {
+		// Parameters become a placeholder before quoting, then a segment.
+		quoted := regexp.QuoteMeta(paramSeg.ReplaceAllString(tmpl, "\x00"))
+		if !regexp.MustCompile("^" + strings.ReplaceAll(quoted, "\x00", "[^/]+") + "$").MatchString(path) {
+			continue
+		}
+		o, _ := item.(map[string]any)[strings.ToLower(method)].(map[string]any)
+		if o == nil {
+			continue
+		}
+		at := "#/paths/" + escapePointer(tmpl) + "/" + strings.ToLower(method) + "/responses/" + fmt.Sprint(status)
+		r, ok := o["responses"].(map[string]any)[fmt.Sprint(status)].(map[string]any)
+		if !ok {
+			return strings.ToUpper(method) + " " + tmpl, false
+		}
+		if ref, ok := r["$ref"].(string); ok {
+			at = ref
+		}
+		return at, true
+	}
+	return "", true
+}
+
+// resolve returns the object at a "#/…" JSON pointer of doc (nil if none).
+func resolve(doc map[string]any, pointer string) map[string]any {
+	var cur any = doc
+	for _, seg := range strings.Split(strings.TrimPrefix(pointer, "#/"), "/") {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[seg]
+	}
+	m, _ := cur.(map[string]any)
+	return m
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }

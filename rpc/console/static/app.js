@@ -127,9 +127,10 @@ async function pageCluster() {
   const summary = h("div", { class: "cards" });
   const nodes = h("div");
   const slots = h("div", { class: "slots", "data-testid": "slot-map" });
+  const moves = h("div");
   const updated = h("span", { class: "muted small" });
-  render(h("h1", {}, "Cluster ", updated), summary, h("h2", {}, "Nodes"), nodes, h("h2", {}, "Slots"),
-    h("p", { class: "muted small" }, "Each tile is a slot (a raft group): its leader, its replicas as they are (the raft configuration), its state. A moving slot shows where it goes. Live: refreshed every 2 s."), slots);
+  render(h("h1", {}, "Cluster ", updated), summary, moves, h("h2", {}, "Nodes"), nodes, h("h2", {}, "Slots"),
+    h("p", { class: "muted small" }, "Each tile is a slot (a raft group): its leader, its replicas as they are (the raft configuration, replicas still being filled in italics), its state. A moving slot shows the replicas it is heading for. Live: refreshed every 2 s."), slots);
   return poll(2000, async () => {
     const c = await get("/v1/cluster");
     banner("");
@@ -148,6 +149,7 @@ async function pageCluster() {
       card("Not healthy", unhealthy, "unhealthy", unhealthy ? "warn" : "good"),
       card("Scheduled jobs", pending, "pending"),
     );
+    fill(moves, movesProgress(c.moves));
     fill(nodes, table(["Node", "HTTP", "Status", "Slots led", "Replicas", ""], c.nodes.map((n) => [
       h("span", {}, h("span", { class: "dot " + nodeColor(ids, n.id) }), " ", n.id),
       n.http_addr, badge(n.status), n.slots_led, n.replicas,
@@ -158,12 +160,28 @@ async function pageCluster() {
       return h("div", { class: "slot " + String(state).replace(/[^a-z-]/g, ""), "data-testid": "slot" },
         h("div", { class: "slot-head" }, h("strong", {}, "slot " + x.slot), badge(state)),
         h("div", { class: "small" }, "leader ", x.leader ? h("span", { class: "dot " + nodeColor(ids, x.leader) }) : null, " ", x.leader || "none"),
-        h("div", { class: "replicas" }, (x.replicas || []).map((r) => h("span", { class: "rep " + nodeColor(ids, r) + (r === x.leader ? " leader" : ""), title: r }, r))),
-        x.target && x.target.length ? h("div", { class: "small moving-to" }, "→ ", x.target.join(", ")) : null,
+        h("div", { class: "replicas" },
+          (x.replicas || []).map((r) => h("span", { class: "rep " + nodeColor(ids, r) + (r === x.leader ? " leader" : ""), title: r }, r)),
+          (x.nonvoters || []).map((r) => h("span", { class: "rep filling " + nodeColor(ids, r), title: r + " (being filled, not voting yet)" }, r))),
+        x.target && x.target.length ? h("div", { class: "small moving-to", "data-testid": "slot-target", title: "the replicas this slot is heading for" }, "→ ", x.target.join(", ")) : null,
+        x.preferred_leader ? h("div", { class: "muted small", title: "set by admin transfer; kept until the next rebalance" }, "preferred leader " + x.preferred_leader) : null,
         x.pending !== undefined ? h("div", { class: "muted small" }, x.pending + " scheduled") : null);
     }));
     updated.textContent = "· " + fmtTime(Date.now()) + (c.self ? " · served by " + c.self : "");
   });
+}
+
+// movesProgress draws the meta leader's round of slot moves (GET
+// /v1/cluster "moves"): done of total, how many are being worked on and
+// how many wait. Nothing when no round was reported.
+function movesProgress(m) {
+  if (!m || !m.total) return null;
+  const running = m.pending > 0;
+  const text = running
+    ? `Moving slots: ${m.done} of ${m.total} done, ${m.active} moving now, ${m.pending - m.active} waiting` + (m.started_at ? ` · started ${fmtTime(m.started_at)}` : "")
+    : `Slot moves finished: ${m.done} of ${m.total}` + (m.finished_at ? ` at ${fmtTime(m.finished_at)}` : "");
+  return h("div", { class: "notice " + (running ? "warn" : "info") + " moves", "data-testid": "moves" },
+    h("progress", { max: m.total, value: m.done, "data-testid": "moves-progress" }), " ", text);
 }
 
 function card(label, value, testid, kind = "") {
