@@ -164,8 +164,16 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case "close":
 		if hj, ok := w.(http.Hijacker); ok {
 			if c, _, err := hj.Hijack(); err == nil {
+				// Recorded before the close, like every other answer is
+				// recorded before the handler returns and its response
+				// leaves: a sender that saw the answer finds the
+				// delivery in the log (the close used to come first, and
+				// a test counting deliveries right after the last one
+				// sometimes missed it).
+				d.Reply = r.clock.Now()
+				r.rec.Delivery(d)
 				c.Close()
-				break
+				return
 			}
 		}
 		w.WriteHeader(http.StatusInternalServerError) // cannot hijack: a 500 instead

@@ -183,3 +183,47 @@ func TestReceiver(t *testing.T) {
 		}
 	}
 }
+
+// slowRec records like memRec, but only after a pause: a receiver that
+// answers before it records would let the sender see the answer first.
+type slowRec struct{ memRec }
+
+func (s *slowRec) Delivery(d history.Delivery) {
+	time.Sleep(50 * time.Millisecond)
+	s.memRec.Delivery(d)
+}
+
+// TestReceiverRecordsBeforeItAnswers: when the sender sees the answer
+// (here the close without an answer), the delivery is already in the log.
+// The close used to come first: TestReceiver then sometimes counted 200
+// deliveries of 201.
+func TestReceiverRecordsBeforeItAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []Policy{{Close: 1}, {Fail: 1}, {}} {
+		m := &slowRec{}
+		r := NewReceiver(ln, history.NewClock(), m, policy, 1, nil)
+		for i := 0; i < 3; i++ {
+			req, _ := http.NewRequest("POST", r.URL()+"/cb", strings.NewReader(fmt.Sprintf(`{"id":"j%d","collection":"c","trigger_time":1,"attempt":1}`, i)))
+			req.Header.Set("X-Timemachine-Attempt", "1")
+			resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			m.mu.Lock()
+			n := len(m.dels)
+			m.mu.Unlock()
+			if n != i+1 {
+				t.Fatalf("policy %+v: the sender saw answer %d (%v) with %d deliveries recorded", policy, i+1, err, n)
+			}
+		}
+		// Serve again on a new listener (Close closes this one).
+		r.Close()
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln.Close()
+}
