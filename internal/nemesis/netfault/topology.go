@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,7 +45,13 @@ func New(bindPort int, log *slog.Logger) (*Topology, error) {
 	}
 	t.hub = hub
 	steps := [][]string{
-		{"link", "add", "br0", "type", "bridge"},
+		// A fixed address: a bridge whose address was not set takes the
+		// lowest of its ports', so it changed whenever a node's veth
+		// joined, and the nodes' ARP entries for the hub (clients,
+		// receiver, proxies) then named an address nobody answered: their
+		// packets were dropped for seconds (many "lost" jobs whose
+		// callbacks timed out, none reaching the receiver).
+		{"link", "add", "br0", "address", bridgeMAC, "type", "bridge"},
 		{"addr", "add", fmt.Sprintf("%s/%d", hubIP, prefixV4), "dev", "br0"},
 		{"link", "set", "br0", "up"},
 	}
@@ -55,6 +62,24 @@ func New(bindPort int, log *slog.Logger) (*Topology, error) {
 		}
 	}
 	return t, nil
+}
+
+// bridgeMAC is the hub bridge's fixed, locally administered address.
+const bridgeMAC = "02:54:4d:00:00:01"
+
+// bridgeAddr reads the hub bridge's current link-layer address.
+func (t *Topology) bridgeAddr() (string, error) {
+	out, err := exec.Command("ip", "-n", t.hub.Name, "-o", "link", "show", "br0").Output()
+	if err != nil {
+		return "", fmt.Errorf("ip link show br0: %w", err)
+	}
+	f := strings.Fields(string(out))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "link/ether" {
+			return f[i+1], nil
+		}
+	}
+	return "", fmt.Errorf("no link/ether in %q", out)
 }
 
 // HubIP is the address of the clients and the receiver, as nodes see it.

@@ -110,3 +110,35 @@ func TestTopology(t *testing.T) {
 	topo.SetDelay(nil, 0)
 	c.Close()
 }
+
+// TestBridgeAddressStaysPut: the hub bridge keeps one link-layer address
+// while nodes join. Left to itself a Linux bridge takes the lowest address
+// of its ports, so a joining node's veth changed it, and every node's ARP
+// entry for the hub went stale: packets to the clients and the receiver
+// were dropped until the entry expired.
+func TestBridgeAddressStaysPut(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skipf("network namespaces not usable here: %v", err)
+	}
+	topo, err := New(7000, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topo.Close()
+	first, err := topo.bridgeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		if err := topo.AddNode(i); err != nil {
+			t.Fatal(err)
+		}
+		got, err := topo.bridgeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != first {
+			t.Fatalf("after node %d joined the bridge's address is %s, was %s", i, got, first)
+		}
+	}
+}
