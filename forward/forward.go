@@ -321,7 +321,7 @@ func (f *Forwarder) CatchUpMeta(ctx context.Context) (*raftfsm.MetaState, error)
 
 // GetJob reads a job on slot s's leader.
 func (f *Forwarder) GetJob(ctx context.Context, s int, coll, id string) (*model.Job, bool, error) {
-	if r := f.cfg.Slots.Leader(s); r != nil {
+	if r := f.cfg.Slots.Reader(s); r != nil && r.VerifyRead() == nil {
 		return r.Get(coll, id)
 	}
 	req, _ := json.Marshal(getJobReq{Coll: coll, ID: id})
@@ -341,7 +341,7 @@ func (f *Forwarder) GetJob(ctx context.Context, s int, coll, id string) (*model.
 
 // ListSlot lists a collection's jobs in slot s, on the slot's leader.
 func (f *Forwarder) ListSlot(ctx context.Context, s int, q model.ListQuery) (model.ListPage, error) {
-	if r := f.cfg.Slots.Leader(s); r != nil {
+	if r := f.cfg.Slots.Reader(s); r != nil && r.VerifyRead() == nil {
 		return r.List(q)
 	}
 	req, _ := json.Marshal(q)

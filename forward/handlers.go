@@ -93,8 +93,10 @@ func (f *Forwarder) serveGetJob(_ context.Context, body []byte) ([]byte, error) 
 	if err := json.Unmarshal(rest, &q); err != nil {
 		return nil, err
 	}
-	r := f.cfg.Slots.Leader(s)
-	if r == nil {
+	r := f.cfg.Slots.Reader(s)
+	if r == nil || r.VerifyRead() != nil {
+		// Not the leader, or a leader that cannot prove it is current
+		// (barrier pending, liveness lease lost): no stale read.
 		return nil, &peer.RemoteError{Code: CodeNotLeader, Message: f.leaderHint(s)}
 	}
 	j, ok, err := r.Get(q.Coll, q.ID)
@@ -120,8 +122,10 @@ func (f *Forwarder) serveListJobs(_ context.Context, body []byte) ([]byte, error
 	if err := json.Unmarshal(rest, &q); err != nil {
 		return nil, err
 	}
-	r := f.cfg.Slots.Leader(s)
-	if r == nil {
+	r := f.cfg.Slots.Reader(s)
+	if r == nil || r.VerifyRead() != nil {
+		// Not the leader, or a leader that cannot prove it is current
+		// (barrier pending, liveness lease lost): no stale read.
 		return nil, &peer.RemoteError{Code: CodeNotLeader, Message: f.leaderHint(s)}
 	}
 	page, err := r.List(q)

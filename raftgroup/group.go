@@ -114,6 +114,11 @@ type Group struct {
 
 	hurryMu sync.Mutex
 	hurried string // the dead leader this follower is hurrying past; "" when not
+
+	// readTerm is the term in which this replica, leading, last finished
+	// its barrier (0: none yet): from then on, in that term, its state
+	// includes every entry any leader committed before (ReadReady).
+	readTerm atomic.Uint64
 }
 
 // Open opens the group's stores and starts raft and the leadership watch.
@@ -343,10 +348,16 @@ func (g *Group) watchLeadership() {
 			return
 		case leader := <-g.notify:
 			stop()
-			if !leader || g.cfg.OnLeader == nil {
+			g.readTerm.Store(0)
+			if !leader {
 				continue
 			}
+			term := g.raft.CurrentTerm()
 			if !g.barrier() {
+				continue
+			}
+			g.readTerm.Store(term)
+			if g.cfg.OnLeader == nil {
 				continue
 			}
 			ctx, c := context.WithCancel(context.Background())
@@ -414,6 +425,33 @@ func (g *Group) pauseForTransfer() func(resume bool) {
 		return func(bool) {}
 	}
 	return g.cfg.BeforeTransfer()
+}
+
+// ReadReady reports whether this replica may answer a read from its own
+// state: raft says it leads, and a barrier it issued in the current term
+// finished, so every entry committed before (by this or an earlier
+// leader) is applied here. A leader that was deposed without knowing it
+// yet (paused, cut off) still passes: the caller adds the liveness lease
+// (slot.Replica.Readable).
+func (g *Group) ReadReady() bool {
+	if g.raft.State() != raft.Leader {
+		return false
+	}
+	t := g.readTerm.Load()
+	return t != 0 && t == g.raft.CurrentTerm()
+}
+
+// VerifyLeader confirms with a majority of the voters, in one heartbeat
+// round (concurrent calls share it), that this replica still leads: a
+// leader deposed by a transfer or an election it has not heard of yet
+// learns of the newer term from the answers and fails here. It fails with
+// ErrNotLeader; a leader cut off from the majority fails once raft's
+// check-quorum steps it down (LeaderLeaseTimeout).
+func (g *Group) VerifyLeader() error {
+	if err := g.raft.VerifyLeader().Error(); err != nil {
+		return ErrNotLeader
+	}
+	return nil
 }
 
 // IsLeader reports whether this replica leads the group.

@@ -59,3 +59,33 @@ func TestFenceCheckedRightBeforeEachSend(t *testing.T) {
 		})
 	}
 }
+
+// A leader serves reads only while it can prove its state is current: its
+// barrier of this term finished and it holds the liveness lease. A leader
+// that lost the lease (paused or cut off: a successor may already have
+// acknowledged writes) is no reader, although raft still says it leads;
+// reads then look for the leader elsewhere instead of answering stale state.
+func TestReadsNeedTheLease(t *testing.T) {
+	fence := &fakeFence{}
+	fence.lease.Store(true)
+	fence.clockOK.Store(true)
+	ts := openTestSlot(t, t.TempDir(), newFakeDeliverer(), func(c *Config) { c.Fence = fence })
+	defer ts.close(t)
+	reg := NewRegistry()
+	reg.Put(0, ts.r)
+	testutil.Eventually(t, 5*time.Second, "a reader once the barrier finished", testutil.True(func() bool { return reg.Reader(0) == ts.r }))
+	fence.lease.Store(false)
+	if !ts.r.IsLeader() {
+		t.Fatal("the test needs the replica to stay leader")
+	}
+	if reg.Reader(0) != nil || ts.r.Readable() || ts.r.VerifyRead() == nil {
+		t.Fatal("a leader without the liveness lease serves reads")
+	}
+	fence.lease.Store(true)
+	if reg.Reader(0) != ts.r {
+		t.Fatal("the lease is back: the leader serves reads again")
+	}
+	if err := ts.r.VerifyRead(); err != nil {
+		t.Fatalf("a current leader's read: %v", err)
+	}
+}

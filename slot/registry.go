@@ -31,6 +31,15 @@ func (g *Registry) Leader(s int) *Replica {
 	return nil
 }
 
+// Reader returns the local replica of slot s if it may serve reads
+// (Replica.Readable), or nil.
+func (g *Registry) Reader(s int) *Replica {
+	if r := g.Get(s); r != nil && r.Readable() {
+		return r
+	}
+	return nil
+}
+
 // Put records r as the local replica of slot s.
 func (g *Registry) Put(s int, r *Replica) {
 	g.mu.Lock()

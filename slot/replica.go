@@ -413,6 +413,35 @@ func (r *Replica) currentVoters() []string {
 	return v.voters
 }
 
+// Readable reports whether this replica may serve reads (GET, list) from
+// its own state: it leads, its barrier of the current term finished
+// (raftgroup.Group.ReadReady), and it holds the liveness lease over the
+// slot's voters. A leader that was paused or cut off — and may have been
+// replaced, with writes acknowledged by its successor — answers nothing
+// from its stale state: the caller looks for the leader elsewhere or
+// answers 503.
+func (r *Replica) Readable() bool {
+	if !r.g.ReadReady() {
+		return false
+	}
+	f := r.cfg.Fence
+	return f == nil || f.LeaseHeld(r.currentVoters())
+}
+
+// VerifyRead is what a read served from this replica's state waits for:
+// Readable, then a heartbeat round in which a majority confirms that this
+// replica still leads (raftgroup.Group.VerifyLeader). The lease alone does
+// not tell a leader deposed a moment ago by a leadership transfer (its
+// peers still answer pings) from a current one; a stale read from such a
+// leader showed in the nemesis (a job read 404 150 ms after its create's
+// 201 through the new leader). It fails with raftgroup.ErrNotLeader.
+func (r *Replica) VerifyRead() error {
+	if !r.Readable() {
+		return raftgroup.ErrNotLeader
+	}
+	return r.g.VerifyLeader()
+}
+
 // Expedite makes this replica elect a new leader now if it follows dead
 // (raftgroup.Group.Expedite).
 func (r *Replica) Expedite(dead string) { r.g.Expedite(dead) }
