@@ -171,8 +171,14 @@ func (n *Node) Terminate(timeout time.Duration) (int, error) {
 	}
 	code, err := n.Wait(timeout)
 	if err != nil {
+		// SIGQUIT first: the Go runtime writes every goroutine's stack
+		// to stderr (the node's server.log) and exits, which shows where
+		// the stop hung.
+		if n.signal(syscall.SIGQUIT) == nil {
+			_, _ = n.Wait(5 * time.Second)
+		}
 		_ = n.Kill()
-		return code, fmt.Errorf("no exit after SIGTERM: %w", err)
+		return code, fmt.Errorf("no exit after SIGTERM (goroutine dump in its server.log): %w", err)
 	}
 	return code, nil
 }
