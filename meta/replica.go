@@ -165,7 +165,7 @@ func (m *Replica) TransferLeadership(timeout time.Duration) { m.g.LeaveLeadershi
 
 // Expedite makes this replica elect a new meta leader now if it follows
 // dead (raftgroup.Group.Expedite).
-func (m *Replica) Expedite(dead string) { m.g.Expedite(dead) }
+func (m *Replica) Expedite(dead string, alive func() bool) { m.g.Expedite(dead, alive) }
 
 // Voters lists the meta group's voters.
 func (m *Replica) Voters() []string { return m.g.Voters() }

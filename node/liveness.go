@@ -106,6 +106,14 @@ type livenessReactor struct {
 // first round instead of splitting the vote.
 const hurryStagger = 40 * time.Millisecond
 
+// hurryRetry is how soon a group that still follows a dead leader is
+// hurried again. Expedite is a no-op while the group's hurry runs, so this
+// only matters when the previous call could not start one (the follower
+// was a candidate then, or did not name the dead leader yet); it was 2 s,
+// and a failover whose first hurry came too early waited that long
+// (3.03 s for a paused leader in the nemesis).
+const hurryRetry = 300 * time.Millisecond
+
 func (r *livenessReactor) react() {
 	n := r.n
 	dead := n.live.DeadPeers()
@@ -124,7 +132,7 @@ func (r *livenessReactor) react() {
 	}
 	now := time.Now()
 	for key, at := range r.hurried {
-		if now.Sub(at) > 2*time.Second {
+		if now.Sub(at) > hurryRetry {
 			delete(r.hurried, key)
 		}
 	}
@@ -133,7 +141,7 @@ func (r *livenessReactor) react() {
 			name   string
 			leader func() string
 			voters func() []string
-			hurry  func(string)
+			hurry  func(string, func() bool)
 		}
 		var groups []group
 		for _, rep := range n.slots.All() {
@@ -157,7 +165,8 @@ func (r *livenessReactor) react() {
 				}
 			}
 			hurry := g.hurry
-			time.AfterFunc(time.Duration(rank)*hurryStagger, func() { hurry(leader) })
+			alive := func() bool { return !n.live.Dead(leader) }
+			time.AfterFunc(time.Duration(rank)*hurryStagger, func() { hurry(leader, alive) })
 		}
 	}
 	if ex, _ := n.live.Exceeded(); ex {

@@ -216,7 +216,13 @@ func Open(cfg Config) (*Group, error) {
 // leader refuses: a node that only lost its own link to the leader
 // disrupts nothing. The caller staggers the followers of one group by a
 // few tens of milliseconds, so one of them wins the first round.
-func (g *Group) Expedite(dead string) {
+//
+// alive, when set, reports whether dead answers again (a paused leader
+// resumed, a partition healed): the hurry then ends at once, so the
+// follower does not keep half-second timeouts under a leader that is
+// back, where one late heartbeat on a loaded machine would start an
+// election and make leadership flap.
+func (g *Group) Expedite(dead string, alive func() bool) {
 	if g.raft.State() != raft.Follower {
 		return
 	}
@@ -246,12 +252,12 @@ func (g *Group) Expedite(dead string) {
 		return
 	}
 	g.cfg.Logger.Info("leader unreachable: electing a new one now", "group", g.cfg.Name, "leader", dead)
-	go g.unhurry(dead)
+	go g.unhurry(dead, alive)
 }
 
 // unhurry restores the normal timeouts once a leader other than dead is
-// known (or this replica leads), or after hurryLimit.
-func (g *Group) unhurry(dead string) {
+// known (or this replica leads), dead is alive again, or after hurryLimit.
+func (g *Group) unhurry(dead string, alive func() bool) {
 	defer g.wg.Done()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -264,7 +270,7 @@ func (g *Group) unhurry(dead string) {
 			done = true
 		case <-tick.C:
 			_, id := g.raft.LeaderWithID()
-			done = g.raft.State() == raft.Leader || (id != "" && string(id) != dead)
+			done = g.raft.State() == raft.Leader || (id != "" && string(id) != dead) || (alive != nil && alive())
 		}
 	}
 	if err := g.setTimeouts(g.timing.HeartbeatTimeout, g.timing.ElectionTimeout); err != nil {

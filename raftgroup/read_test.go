@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,5 +67,67 @@ func TestReadReadyAfterTheBarrier(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("OnLeader did not run")
+	}
+}
+
+// openPair starts a two-voter group on loopback and returns it leader
+// first.
+func openPair(t *testing.T, timing Timing) (leader, follower *Group) {
+	t.Helper()
+	var gs []*Group
+	var servers []raft.Server
+	for i := 1; i <= 2; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "n" + string(rune('0'+i))
+		g, err := Open(Config{Name: "slot-0", NodeID: id, Dir: filepath.Join(t.TempDir(), id), Stream: tcpStream{ln}, FSM: nopFSM{},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: timing})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		gs = append(gs, g)
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(ln.Addr().String())})
+	}
+	for _, g := range gs {
+		if err := g.Bootstrap(servers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "a leader followed by the other", testutil.True(func() bool {
+		return (gs[0].IsLeader() || gs[1].IsLeader()) && func() bool { id, _ := gs[0].Leader(); id2, _ := gs[1].Leader(); return id != "" && id == id2 }()
+	}))
+	if gs[0].IsLeader() {
+		return gs[0], gs[1]
+	}
+	return gs[1], gs[0]
+}
+
+// A hurried follower whose presumed-dead leader answers again (it was
+// paused, and resumed) goes back to the normal timeouts at once, instead
+// of keeping half-second timeouts for up to hurryLimit under a leader that
+// is back.
+func TestHurryEndsWhenTheLeaderIsHeardAgain(t *testing.T) {
+	timing := Timing{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond}
+	leader, follower := openPair(t, timing)
+	leaderID, _ := leader.Leader()
+	var back atomic.Bool
+	follower.Expedite(leaderID, back.Load)
+	follower.hurryMu.Lock()
+	hurried := follower.hurried
+	follower.hurryMu.Unlock()
+	if hurried != leaderID {
+		t.Fatalf("not hurried (%q)", hurried)
+	}
+	back.Store(true)
+	testutil.Eventually(t, time.Second, "the hurry over", testutil.True(func() bool {
+		follower.hurryMu.Lock()
+		defer follower.hurryMu.Unlock()
+		return follower.hurried == "" && follower.raft.ReloadableConfig().HeartbeatTimeout == timing.HeartbeatTimeout
+	}))
+	if id, _ := follower.Leader(); id != leaderID {
+		t.Fatalf("the follower follows %q, not the leader that was back %q", id, leaderID)
 	}
 }

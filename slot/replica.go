@@ -444,7 +444,7 @@ func (r *Replica) VerifyRead() error {
 
 // Expedite makes this replica elect a new leader now if it follows dead
 // (raftgroup.Group.Expedite).
-func (r *Replica) Expedite(dead string) { r.g.Expedite(dead) }
+func (r *Replica) Expedite(dead string, alive func() bool) { r.g.Expedite(dead, alive) }
 
 // Voters lists the slot's voters.
 func (r *Replica) Voters() []string { return r.g.Voters() }
