@@ -122,12 +122,19 @@ func (r *livenessReactor) react() {
 			r.dropped[d] = true
 			if addr := n.live.Addr(d); addr != "" {
 				n.rpc.Drop(addr, fmt.Errorf("node %s answers no liveness ping", d))
+				n.mux.DropPeer(addr)
 			}
 		}
 	}
 	for d := range r.dropped {
 		if !slices.Contains(dead, d) {
 			delete(r.dropped, d)
+			// Back: the raft connections dialed to it while it was
+			// silent may sit in TCP's retransmission backoff for seconds
+			// (mux.DropPeer); raft dials fresh ones.
+			if addr := n.live.Addr(d); addr != "" {
+				n.mux.DropPeer(addr)
+			}
 		}
 	}
 	now := time.Now()

@@ -50,6 +50,7 @@ type Mux struct {
 	wg      sync.WaitGroup
 	done    chan struct{}
 	once    sync.Once
+	dialed  dialedSet // raft connections dialed through StreamLayers (DropPeer)
 }
 
 // Listen binds addr and starts routing connections.

@@ -14,6 +14,7 @@ type StreamLayer struct {
 	*Listener
 	group     uint16
 	advertise net.Addr
+	dialed    *dialedSet
 	// Dialer, if set, replaces the TCP dial; tests inject faults with it.
 	Dialer func(addr string, proto byte, group uint16, timeout time.Duration) (net.Conn, error)
 }
@@ -28,15 +29,26 @@ func (m *Mux) StreamLayer(group uint16, advertise net.Addr) (*StreamLayer, error
 	if advertise == nil {
 		advertise = m.Addr()
 	}
-	return &StreamLayer{Listener: l, group: group, advertise: advertise}, nil
+	return &StreamLayer{Listener: l, group: group, advertise: advertise, dialed: &m.dialed}, nil
 }
+
+// maxRaftDial caps raft's dial timeout (its transport passes 10 s): a
+// dial into a partition or to a paused node waits on SYN retransmissions,
+// and raft's next heartbeat or vote to that peer waited behind it for
+// seconds after the heal. A failed dial is retried by raft.
+const maxRaftDial = time.Second
 
 // Dial implements raft.StreamLayer.
 func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	dial := Dial
 	if s.Dialer != nil {
-		return s.Dialer(string(addr), ProtoRaft, s.group, timeout)
+		dial = s.Dialer
 	}
-	return Dial(string(addr), ProtoRaft, s.group, timeout)
+	c, err := dial(string(addr), ProtoRaft, s.group, min(timeout, maxRaftDial))
+	if err != nil || s.dialed == nil {
+		return c, err
+	}
+	return s.dialed.add(string(addr), c), nil
 }
 
 // Addr implements net.Listener with the advertised address.

@@ -1,0 +1,66 @@
+package mux
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// DropPeer closes the raft connections this node dialed to that peer (in
+// every group), and only those; a closed one is forgotten.
+func TestDropPeerClosesTheDialedRaftConnections(t *testing.T) {
+	server, other, local := quietMux(t), quietMux(t), quietMux(t)
+	for _, m := range []*Mux{server, other} {
+		for _, g := range []uint16{1, 2} {
+			l, err := m.StreamLayer(g, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					go func() { _, _ = io.Copy(io.Discard, c) }()
+				}
+			}()
+		}
+	}
+	s1, _ := local.StreamLayer(1, nil)
+	s2, _ := local.StreamLayer(2, nil)
+	dial := func(s *StreamLayer, m *Mux) interface {
+		Read([]byte) (int, error)
+		Close() error
+	} {
+		c, err := s.Dial(raft.ServerAddress(m.Addr().String()), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b, keep := dial(s1, server), dial(s2, server), dial(s1, other)
+	closed := dial(s2, server)
+	closed.Close()
+	if n := local.DropPeer(server.Addr().String()); n != 2 {
+		t.Fatalf("dropped %d connections, want 2", n)
+	}
+	for _, c := range []interface{ Read([]byte) (int, error) }{a, b} {
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a dropped connection still reads")
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := keep.Read(make([]byte, 1)); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("the connection to another peer was closed: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	keep.Close()
+	if n := local.DropPeer(server.Addr().String()); n != 0 {
+		t.Fatalf("dropped %d connections again", n)
+	}
+}
