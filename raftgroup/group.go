@@ -243,16 +243,43 @@ func (g *Group) Expedite(dead string, alive func() bool) {
 	g.hurried = dead
 	g.wg.Add(1)
 	g.hurryMu.Unlock()
-	if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
-		g.cfg.Logger.Warn("could not hurry the election", "group", g.cfg.Name, "error", err)
+	go g.hurry(dead, alive)
+}
+
+// hurry lowers the timeouts and watches for the end of the hurry. raft's
+// follower loop, woken by the lower timeouts, starts an election only if
+// its leader has been silent for the new heartbeat timeout already;
+// otherwise it waits a random one to two of those timeouts more. After a
+// kill (seen at once: the connection is refused) the last heartbeat is
+// recent, and the election came up to a second later than needed; so the
+// timeouts drop once the silence is long enough for the election to
+// start at once.
+func (g *Group) hurry(dead string, alive func() bool) {
+	end := func() {
 		g.hurryMu.Lock()
 		g.hurried = ""
 		g.hurryMu.Unlock()
 		g.wg.Done()
+	}
+	if wait := g.timing.LeaderLeaseTimeout - time.Since(g.raft.LastContact()); wait > 0 {
+		select {
+		case <-g.closed:
+			end()
+			return
+		case <-time.After(wait + 5*time.Millisecond):
+		}
+		if (alive != nil && alive()) || g.raft.State() != raft.Follower {
+			end()
+			return
+		}
+	}
+	if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
+		g.cfg.Logger.Warn("could not hurry the election", "group", g.cfg.Name, "error", err)
+		end()
 		return
 	}
 	g.cfg.Logger.Info("leader unreachable: electing a new one now", "group", g.cfg.Name, "leader", dead)
-	go g.unhurry(dead, alive)
+	g.unhurry(dead, alive)
 }
 
 // unhurry restores the normal timeouts once a leader other than dead is
