@@ -37,6 +37,9 @@ type Config struct {
 	Client *peer.Client
 	// AddrOf returns a node's internal (bind) address, "" when unknown.
 	AddrOf func(id string) string
+	// Dead, when set, reports whether a node answers no liveness ping
+	// (paused, killed, cut off): slot calls are not sent to it.
+	Dead   func(id string) bool
 	Logger *slog.Logger
 }
 
@@ -166,6 +169,16 @@ func (f *Forwarder) forward(ctx context.Context, s int, m peer.Method, body []by
 		}
 		pauseNext = true
 		target := f.leaderGuess(s, attempt)
+		if target != f.cfg.NodeID && f.cfg.Dead != nil && f.cfg.Dead(target) {
+			// A paused node's kernel still accepts the connection, and
+			// the call would wait out the caller's whole deadline (a
+			// failover probe's first try after a pause took 1 s per
+			// node): look elsewhere. Raft may name it as the leader
+			// until the election it is about to lose.
+			f.clearHint(s, target)
+			lastErr = raftgroup.ErrNotLeader
+			continue
+		}
 		var out []byte
 		var err error
 		if target == f.cfg.NodeID {

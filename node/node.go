@@ -172,6 +172,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.fwd = forward.New(forward.Config{
 		NodeID: n.id.NodeID, Slots: n.slots, Meta: n.meta, Client: n.rpc, Logger: n.log,
 		AddrOf: func(id string) string { return n.cluster.AddrOf(id) },
+		Dead:   n.live.Dead,
 	})
 	n.cluster = cluster.New(cluster.Config{
 		NodeID: n.id.NodeID, HTTPAddr: n.HTTPAddr(), BindAddr: n.BindAddr(),
