@@ -315,6 +315,9 @@ func (f *Forwarder) CatchUpMeta(ctx context.Context) (*raftfsm.MetaState, error)
 		return nil, ErrMetaBehind
 	}
 	if m.IsLeader() {
+		if err := m.VerifyCurrent(ctx); err != nil {
+			return nil, ErrMetaBehind
+		}
 		return m.State(), nil
 	}
 	_, addr := m.Leader()

@@ -139,9 +139,11 @@ func (f *Forwarder) serveListJobs(_ context.Context, body []byte) ([]byte, error
 	return json.Marshal(rep)
 }
 
-func (f *Forwarder) serveMetaIndex(context.Context, []byte) ([]byte, error) {
+func (f *Forwarder) serveMetaIndex(ctx context.Context, _ []byte) ([]byte, error) {
 	m := f.cfg.Meta
-	if !m.IsLeader() {
+	// A new leader's index is the one it applied so far, which may trail
+	// what its predecessors committed: answer only once it is current.
+	if !m.IsLeader() || m.VerifyCurrent(ctx) != nil {
 		id, _ := m.Leader()
 		return nil, &peer.RemoteError{Code: CodeNotLeader, Message: id}
 	}

@@ -102,6 +102,27 @@ func (m *Replica) State() *raftfsm.MetaState { return m.fsm.State() }
 // IsLeader reports whether this replica leads the meta group.
 func (m *Replica) IsLeader() bool { return m.g.IsLeader() }
 
+// VerifyCurrent waits (until ctx ends) until this replica, leading,
+// finished the barrier of its term (raftgroup.Group.ReadReady), then
+// confirms its leadership with a heartbeat round: its state then holds
+// every committed change. A leader elected a moment ago (after a restart
+// of every node, say) has not applied its predecessors' entries yet; its
+// state and index used to answer "collection does not exist" for a
+// collection created long before. It fails with raftgroup.ErrNotLeader.
+func (m *Replica) VerifyCurrent(ctx context.Context) error {
+	for !m.g.ReadReady() {
+		if !m.g.IsLeader() {
+			return raftgroup.ErrNotLeader
+		}
+		select {
+		case <-ctx.Done():
+			return raftgroup.ErrNotLeader
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return m.g.VerifyLeader()
+}
+
 // Leader returns the meta leader's id and address, if known.
 func (m *Replica) Leader() (id, addr string) { return m.g.Leader() }
 
