@@ -101,6 +101,7 @@ func TestLease(t *testing.T) {
 	if !tr.Dead("n2") || tr.Dead("n3") {
 		t.Fatalf("dead: n2 %v n3 %v", tr.Dead("n2"), tr.Dead("n3"))
 	}
+	epoch := tr.LeaseEpoch(voters)
 	net.set("a3", func(p *fakePeer) { p.paused = true })
 	paused := time.Now()
 	testutil.Eventually(t, 5*time.Second, "the lease to lapse", testutil.True(func() bool { return !tr.LeaseHeld(voters) }))
@@ -112,6 +113,17 @@ func TestLease(t *testing.T) {
 	}
 	net.set("a2", func(p *fakePeer) { p.paused = false })
 	testutil.Eventually(t, 5*time.Second, "the lease back", testutil.True(func() bool { return tr.LeaseHeld(voters) }))
+	// Back after a lapse: a new epoch, so a leader confirms its
+	// leadership with raft before it fires again (fresh ping answers do
+	// not tell whether a successor was elected meanwhile).
+	if tr.LeaseEpoch(voters) == epoch {
+		t.Fatal("the lease came back after a lapse in the same epoch")
+	}
+	steady := tr.LeaseEpoch(voters)
+	time.Sleep(3 * testLease)
+	if tr.LeaseEpoch(voters) != steady {
+		t.Fatal("the epoch changed while the answers kept coming")
+	}
 	// A refused connection is a dead peer at once, without waiting for
 	// DeadAfter.
 	net.set("a2", func(p *fakePeer) { p.gone = true })

@@ -12,10 +12,12 @@ import (
 type fakeFence struct {
 	lease   atomic.Bool
 	clockOK atomic.Bool
+	epoch   atomic.Uint64
 	hold    time.Duration // FireNow's lag: the measured uncertainty
 }
 
 func (f *fakeFence) LeaseHeld([]string) bool           { return f.lease.Load() }
+func (f *fakeFence) LeaseEpoch([]string) uint64        { return f.epoch.Load() }
 func (f *fakeFence) ClockOK() bool                     { return f.clockOK.Load() }
 func (f *fakeFence) FireNow(local time.Time) time.Time { return local.Add(-f.hold) }
 

@@ -55,6 +55,10 @@ type Fence interface {
 	// than the lease ago. A leader that was paused, cut off or deposed
 	// has no such answers, whatever raft still believes.
 	LeaseHeld(voters []string) bool
+	// LeaseEpoch changes when a voter's answers lapsed for the lease and
+	// came back: the leader then confirms its leadership with raft once
+	// before it sends again.
+	LeaseEpoch(voters []string) uint64
 	// ClockOK: this node's clock is within --max-clock-offset of the
 	// majority's (and has not just stepped).
 	ClockOK() bool
@@ -169,6 +173,7 @@ type Replica struct {
 	paused         int
 	guard          *jobGuard // fires vs. DELETE/PUT of the same job (leader only)
 	voters         atomic.Pointer[voterCache]
+	verifiedEpoch  atomic.Uint64 // Fence.LeaseEpoch+1 last confirmed by a heartbeat round (fenced)
 	proposedOffset atomic.Int64
 	lastOffset     atomic.Int64
 	lastOffsetAt   atomic.Int64
@@ -392,7 +397,25 @@ func (r *Replica) fenced() bool {
 		return false
 	}
 	f := r.cfg.Fence
-	return f == nil || (f.ClockOK() && f.LeaseHeld(r.currentVoters()))
+	if f == nil {
+		return true
+	}
+	voters := r.currentVoters()
+	if !f.ClockOK() || !f.LeaseHeld(voters) {
+		return false
+	}
+	// After a lapse of the lease, a heartbeat round proves that no newer
+	// leader exists before anything is sent (LeaseEpoch): a deposed
+	// leader learns of the newer term from the answers and fails here.
+	e := f.LeaseEpoch(voters) + 1 // 0: never verified
+	if r.verifiedEpoch.Load() == e {
+		return true
+	}
+	if r.g.VerifyLeader() != nil {
+		return false
+	}
+	r.verifiedEpoch.Store(e)
+	return true
 }
 
 // voterCache holds the slot's voters, read from raft at most every
