@@ -186,7 +186,9 @@ func (m *Replica) TransferLeadership(timeout time.Duration) { m.g.LeaveLeadershi
 
 // Expedite makes this replica elect a new meta leader now if it follows
 // dead (raftgroup.Group.Expedite).
-func (m *Replica) Expedite(dead string, alive func() bool) { m.g.Expedite(dead, alive) }
+func (m *Replica) Expedite(dead string, stagger time.Duration, alive func() bool) {
+	m.g.Expedite(dead, stagger, alive)
+}
 
 // Voters lists the meta group's voters.
 func (m *Replica) Voters() []string { return m.g.Voters() }

@@ -148,7 +148,7 @@ func (r *livenessReactor) react() {
 			name   string
 			leader func() string
 			voters func() []string
-			hurry  func(string, func() bool)
+			hurry  func(string, time.Duration, func() bool)
 		}
 		var groups []group
 		for _, rep := range n.slots.All() {
@@ -171,9 +171,7 @@ func (r *livenessReactor) react() {
 					rank++
 				}
 			}
-			hurry := g.hurry
-			alive := func() bool { return !n.live.Dead(leader) }
-			time.AfterFunc(time.Duration(rank)*hurryStagger, func() { hurry(leader, alive) })
+			g.hurry(leader, time.Duration(rank)*hurryStagger, func() bool { return !n.live.Dead(leader) })
 		}
 	}
 	if ex, _ := n.live.Exceeded(); ex {

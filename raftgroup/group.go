@@ -215,14 +215,16 @@ func Open(cfg Config) (*Group, error) {
 // follows dead. Pre-vote stays on, so a voter that still hears from its
 // leader refuses: a node that only lost its own link to the leader
 // disrupts nothing. The caller staggers the followers of one group by a
-// few tens of milliseconds, so one of them wins the first round.
+// few tens of milliseconds (stagger: this follower's share, counted from
+// the moment its leader has been silent long enough, below), so one of
+// them wins the first round.
 //
 // alive, when set, reports whether dead answers again (a paused leader
 // resumed, a partition healed): the hurry then ends at once, so the
 // follower does not keep half-second timeouts under a leader that is
 // back, where one late heartbeat on a loaded machine would start an
 // election and make leadership flap.
-func (g *Group) Expedite(dead string, alive func() bool) {
+func (g *Group) Expedite(dead string, stagger time.Duration, alive func() bool) {
 	if g.raft.State() != raft.Follower {
 		return
 	}
@@ -243,7 +245,7 @@ func (g *Group) Expedite(dead string, alive func() bool) {
 	g.hurried = dead
 	g.wg.Add(1)
 	g.hurryMu.Unlock()
-	go g.hurry(dead, alive)
+	go g.hurry(dead, stagger, alive)
 }
 
 // hurry lowers the timeouts and watches for the end of the hurry. raft's
@@ -253,15 +255,17 @@ func (g *Group) Expedite(dead string, alive func() bool) {
 // kill (seen at once: the connection is refused) the last heartbeat is
 // recent, and the election came up to a second later than needed; so the
 // timeouts drop once the silence is long enough for the election to
-// start at once.
-func (g *Group) hurry(dead string, alive func() bool) {
+// start at once. The stagger counts from there: the followers' silences
+// end together, and counted from the call it was absorbed by that wait
+// (a split vote cost a pause failover a second).
+func (g *Group) hurry(dead string, stagger time.Duration, alive func() bool) {
 	end := func() {
 		g.hurryMu.Lock()
 		g.hurried = ""
 		g.hurryMu.Unlock()
 		g.wg.Done()
 	}
-	if wait := g.timing.LeaderLeaseTimeout - time.Since(g.raft.LastContact()); wait > 0 {
+	if wait := max(0, g.timing.LeaderLeaseTimeout-time.Since(g.raft.LastContact())) + stagger; wait > 0 {
 		select {
 		case <-g.closed:
 			end()

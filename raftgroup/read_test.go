@@ -114,7 +114,7 @@ func TestHurryEndsWhenTheLeaderIsHeardAgain(t *testing.T) {
 	leader, follower := openPair(t, timing)
 	leaderID, _ := leader.Leader()
 	var back atomic.Bool
-	follower.Expedite(leaderID, back.Load)
+	follower.Expedite(leaderID, 0, back.Load)
 	follower.hurryMu.Lock()
 	hurried := follower.hurried
 	follower.hurryMu.Unlock()

@@ -467,7 +467,9 @@ func (r *Replica) VerifyRead() error {
 
 // Expedite makes this replica elect a new leader now if it follows dead
 // (raftgroup.Group.Expedite).
-func (r *Replica) Expedite(dead string, alive func() bool) { r.g.Expedite(dead, alive) }
+func (r *Replica) Expedite(dead string, stagger time.Duration, alive func() bool) {
+	r.g.Expedite(dead, stagger, alive)
+}
 
 // Voters lists the slot's voters.
 func (r *Replica) Voters() []string { return r.g.Voters() }
