@@ -121,6 +121,11 @@ type FireResult struct {
 	PlannedDups   []Duplicate // duplicates during planned moves only
 	StaleDups     []Duplicate // re-sent by a deposed leader after its fault healed
 	ResentOnClose []Duplicate // re-sent at once, same attempt, after the receiver closed without answering
+	// Allowed: a callback sent by a node right before it was killed,
+	// paused or cut off, still in flight when its successor acknowledged
+	// a DELETE or PUT: the successor cannot know of it (API.md §4: after
+	// a failover the callbacks in flight may repeat).
+	InFlightAtFailover []string
 	// Allowed: duplicates within an unplanned fault's in-flight window.
 	InWindow       []Duplicate
 	InWindowByKind map[string]int
@@ -277,6 +282,8 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 					res.AfterDelete = append(res.AfterDelete, desc)
 				case d.Recv.Mono > s.ack:
 					res.AfterReplace = append(res.AfterReplace, desc)
+				case end > s.ack && isolatedSender(h.Faults, d, s.ack, cbt) != "":
+					res.InFlightAtFailover = append(res.InFlightAtFailover, desc+" ("+isolatedSender(h.Faults, d, s.ack, cbt)+")")
 				case end > s.ack:
 					res.InFlightAtAck = append(res.InFlightAtAck, desc)
 				}
@@ -469,6 +476,26 @@ func staleSender(faults []history.Fault, ds []history.Delivery) string {
 				return fmt.Sprintf("%s delivered it at %.3fs, %s again at %.3fs after its %s ended at %.3fs",
 					first.From, sec(first.Recv.Mono), d.From, sec(d.Recv.Mono), f.Kind, sec(f.End.Mono))
 			}
+		}
+	}
+	return ""
+}
+
+// isolatedSender names the unplanned fault that cut d's sender off (kill,
+// pause, partition) while d was in flight and before the write was
+// acknowledged at ack: the callback started at most a callback timeout
+// before the fault began, and the acknowledgement came after it began,
+// from the sender's successor. "" when there is none.
+func isolatedSender(faults []history.Fault, d history.Delivery, ack, cbt int64) string {
+	if d.From == "" {
+		return ""
+	}
+	for _, f := range faults {
+		if f.Planned || !f.Isolates || !slices.Contains(f.Targets, d.From) {
+			continue
+		}
+		if d.Recv.Mono >= f.Start.Mono-cbt && d.Recv.Mono <= f.End.Mono && ack >= f.Start.Mono {
+			return fmt.Sprintf("sent by %s as its %s began at %.3fs", d.From, f.Kind, sec(f.Start.Mono))
 		}
 	}
 	return ""

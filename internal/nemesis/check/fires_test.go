@@ -220,3 +220,30 @@ func TestFiresIndeterminateWriteAppliedAfterTheDelete(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+// A callback sent by a leader right before it was cut off, still in
+// flight when its successor acknowledged the job's DELETE: the successor
+// cannot know of it; allowed and reported as such (seen in the nemesis:
+// partition-one of the leader, the callback 20 ms past the cut, the 204
+// through the new leader 1 s later). The same without the fault, or from
+// a node the fault did not cut off, stays a violation.
+func TestFiresInFlightAtAFailover(t *testing.T) {
+	build := func(from string, withFault bool) FireResult {
+		b := newFB().create("a", 0, 10, 1000).
+			deliver("a", 1000, 1, 1001, 3000, "slow-200").write(history.Delete, "a", 1500, 2000, 0, 204, history.OK)
+		b.h.Deliveries[0].From = from
+		if withFault {
+			b.h.Faults = append(b.h.Faults, history.Fault{ID: 1, Kind: "partition-one", Targets: []string{"n3"}, Isolates: true, Start: ms(990), End: ms(4000)})
+		}
+		return b.check()
+	}
+	if res := build("n3", true); len(res.InFlightAtFailover) != 1 || res.Violations() != 0 {
+		t.Fatalf("cut-off sender: %+v", res)
+	}
+	if res := build("n3", false); len(res.InFlightAtAck) != 1 {
+		t.Fatalf("no fault: %+v", res)
+	}
+	if res := build("n2", true); len(res.InFlightAtAck) != 1 {
+		t.Fatalf("a sender the fault did not cut off: %+v", res)
+	}
+}

@@ -112,6 +112,10 @@ func (r Report) Write(w io.Writer, perKind int) {
 	}
 	sort.Strings(kinds)
 	p("duplicates within a fault's in-flight window (allowed): %d %v", len(f.InWindow), kinds)
+	p("callbacks of a node cut off at a failover, in flight when its successor acknowledged a DELETE / PUT (allowed): %d", len(f.InFlightAtFailover))
+	for _, d := range f.InFlightAtFailover {
+		p("  %s", d)
+	}
 	var lk []string
 	for k := range f.Lateness {
 		lk = append(lk, k)
