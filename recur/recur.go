@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/timemachine-db/timemachine/model"
 )
 
 // MinEvery is the shortest interval an "every" schedule may have.
@@ -97,7 +99,7 @@ func New(p Params) (*Spec, error) {
 	if p.EndAt != 0 && p.StartAt != 0 && p.EndAt < p.StartAt {
 		return nil, fmt.Errorf("%w: end_at is before start_at", ErrInvalid)
 	}
-	loc, err := LoadLocation(p.Timezone)
+	loc, err := loadCached(p.Timezone)
 	if err != nil {
 		return nil, err
 	}
@@ -215,4 +217,31 @@ func (s *Spec) latestFrom(occ, now, skipped int64) (int64, int64, int64) {
 		}
 		occ = n
 	}
+}
+
+// locations caches loaded time zones: time.LoadLocation reads the zoneinfo
+// database on every call, and the slot leader evaluates many schedules per
+// second.
+var locations sync.Map // name → *time.Location
+
+func loadCached(name string) (*time.Location, error) {
+	if v, ok := locations.Load(name); ok {
+		return v.(*time.Location), nil
+	}
+	loc, err := LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	locations.Store(name, loc)
+	return loc, nil
+}
+
+// FromSchedule builds the Spec of a stored schedule spec, whose "every"
+// schedule counts from anchor.
+func FromSchedule(s *model.ScheduleSpec, anchor int64) (*Spec, error) {
+	if _, err := loadCached(s.Timezone); err != nil {
+		return nil, err
+	}
+	return New(Params{Cron: s.Cron, Every: time.Duration(s.EveryMs) * time.Millisecond, Timezone: s.Timezone,
+		StartAt: s.StartAt, EndAt: s.EndAt, Anchor: anchor})
 }
