@@ -15,6 +15,9 @@ func (p ListPos) Less(q ListPos) bool {
 type ListQuery struct {
 	Coll   string
 	Status Status   // 0: any
+	// Schedule, when set, keeps only that schedule's occurrences (they
+	// live in the schedule's slot).
+	Schedule string
 	From   int64    // trigger_time >= From
 	To     int64    // trigger_time < To
 	After  *ListPos // exclusive cursor
