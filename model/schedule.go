@@ -88,3 +88,10 @@ type ScheduleListPage struct {
 	Schedules []*Schedule
 	More      bool
 }
+
+// ScheduleView is a schedule as the API shows it: the stored state and the
+// status of its latest occurrence ("" when none is left).
+type ScheduleView struct {
+	*Schedule
+	LastStatus string
+}

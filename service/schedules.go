@@ -11,13 +11,6 @@ import (
 	"github.com/timemachine-db/timemachine/recur"
 )
 
-// ScheduleView is a schedule as the API shows it: the stored state and
-// the status of its latest occurrence ("" when none is left).
-type ScheduleView struct {
-	*model.Schedule
-	LastStatus string
-}
-
 // firstOccurrence is the first occurrence of spec after now, or 0 while it
 // is paused or has ended. An "every" schedule counts from now.
 func firstOccurrence(spec *model.ScheduleSpec, now int64) (anchor, next int64, err error) {
@@ -37,32 +30,32 @@ func firstOccurrence(spec *model.ScheduleSpec, now int64) (anchor, next int64, e
 // collection, and the route it names, must exist. The first occurrence is
 // computed here, from this node's clock; a PUT of the same spec again
 // changes nothing.
-func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec) (ScheduleView, bool, error) {
+func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec) (model.ScheduleView, bool, error) {
 	_, st, err := s.liveCollection(ctx, coll)
 	if err != nil {
-		return ScheduleView{}, false, err
+		return model.ScheduleView{}, false, err
 	}
 	if spec.Route != "" {
 		if _, ok := st.Route(spec.Route); !ok {
 			if st, err = s.catchUp(ctx); err != nil {
-				return ScheduleView{}, false, err
+				return model.ScheduleView{}, false, err
 			}
 		}
 		if _, ok := st.Route(spec.Route); !ok {
-			return ScheduleView{}, false, routeMissing(spec.Route)
+			return model.ScheduleView{}, false, routeMissing(spec.Route)
 		}
 	}
 	now := s.now()
 	anchor, next, err := firstOccurrence(&spec, now)
 	if err != nil {
-		return ScheduleView{}, false, err
+		return model.ScheduleView{}, false, err
 	}
 	sl := s.slotOf(coll, id)
 	cmd := &raftfsm.PutSchedule{Coll: coll, ID: id, Spec: spec, Anchor: anchor, Next: next, Now: now}
 	// Re-sending is safe: the same spec again is "exists".
 	res, resent, err := s.proposeResolved(ctx, sl, cmd)
 	if err != nil {
-		return ScheduleView{}, false, fail(err)
+		return model.ScheduleView{}, false, fail(err)
 	}
 	r := res[0]
 	created := r.Code == model.CodeCreated
@@ -71,24 +64,24 @@ func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.S
 		created = r.Schedule.Version == 1 && r.Schedule.CreatedAt == now
 	}
 	if r.Schedule == nil {
-		return ScheduleView{}, false, model.Internal("the slot answered a schedule write without the schedule")
+		return model.ScheduleView{}, false, model.Internal("the slot answered a schedule write without the schedule")
 	}
-	return ScheduleView{Schedule: r.Schedule}, created, nil
+	return model.ScheduleView{Schedule: r.Schedule}, created, nil
 }
 
 // GetSchedule reads a schedule on its slot's leader.
-func (s *Service) GetSchedule(ctx context.Context, coll, id string) (ScheduleView, error) {
+func (s *Service) GetSchedule(ctx context.Context, coll, id string) (model.ScheduleView, error) {
 	if _, err := s.knownCollection(ctx, coll); err != nil {
-		return ScheduleView{}, err
+		return model.ScheduleView{}, err
 	}
 	sc, st, ok, err := s.fwd.GetSchedule(ctx, s.slotOf(coll, id), coll, id)
 	if err != nil {
-		return ScheduleView{}, fail(err)
+		return model.ScheduleView{}, fail(err)
 	}
 	if !ok {
-		return ScheduleView{}, model.NotFound("schedule %q does not exist in collection %q", id, coll)
+		return model.ScheduleView{}, model.NotFound("schedule %q does not exist in collection %q", id, coll)
 	}
-	return ScheduleView{Schedule: sc, LastStatus: st}, nil
+	return model.ScheduleView{Schedule: sc, LastStatus: st}, nil
 }
 
 // DeleteSchedule stops and removes a schedule. Occurrences already created
@@ -113,7 +106,7 @@ func (s *Service) DeleteSchedule(ctx context.Context, coll, id string) error {
 
 // ListSchedules lists a collection's schedules in id order, limit at most,
 // after the id after; more says whether a next page exists.
-func (s *Service) ListSchedules(ctx context.Context, coll, after string, limit int) ([]ScheduleView, bool, error) {
+func (s *Service) ListSchedules(ctx context.Context, coll, after string, limit int) ([]model.ScheduleView, bool, error) {
 	if _, err := s.knownCollection(ctx, coll); err != nil {
 		return nil, false, err
 	}
@@ -133,7 +126,7 @@ func (s *Service) ListSchedules(ctx context.Context, coll, after string, limit i
 	if err := errors.Join(errs...); err != nil {
 		return nil, false, fail(err)
 	}
-	var all []ScheduleView
+	var all []model.ScheduleView
 	more := false
 	for i, p := range pages {
 		more = more || p.More
@@ -142,7 +135,7 @@ func (s *Service) ListSchedules(ctx context.Context, coll, after string, limit i
 			if k < len(stats[i]) {
 				st = stats[i][k]
 			}
-			all = append(all, ScheduleView{Schedule: sc, LastStatus: st})
+			all = append(all, model.ScheduleView{Schedule: sc, LastStatus: st})
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
