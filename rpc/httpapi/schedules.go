@@ -55,8 +55,8 @@ func timeField(o object, name string) (int64, *model.Error) {
 		}
 		t = v
 	}
-	if t <= 0 || t >= maxTriggerMs {
-		return 0, model.Invalid("%s: must be after 1970-01-01T00:00:00Z and before the year 10000", name)
+	if t < 0 || t >= maxTriggerMs {
+		return 0, model.Invalid("%s: must not be before 1970-01-01T00:00:00Z and must be before the year 10000", name)
 	}
 	return t, nil
 }
