@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
@@ -267,9 +268,15 @@ func ListSchedules(r storage.Reader, slot int, coll, after string, limit int) (m
 }
 
 // ScanScheduleDue calls fn for the schedule due entries of a slot with
-// next < to, in time order, until fn returns false or limit were seen.
-func ScanScheduleDue(r storage.Reader, slot int, to int64, limit int, fn func(storage.DueEntry) bool) error {
+// from <= next < to, in time order, until fn returns false or limit were
+// seen. from bounds the scan below: every advance leaves a tombstone at
+// the head of the index, and a scan from the span's start would walk them
+// all (the Pebble trap of docs/architecture.md); math.MinInt64 scans all.
+func ScanScheduleDue(r storage.Reader, slot int, from, to int64, limit int, fn func(storage.DueEntry) bool) error {
 	lower, _ := storage.SchedDueSpan(slot)
+	if from != math.MinInt64 {
+		lower = storage.SchedDueBound(slot, from)
+	}
 	it, err := r.NewIter(lower, storage.SchedDueBound(slot, to))
 	if err != nil {
 		return err
@@ -304,6 +311,9 @@ func (s *applyState) putSchedule(sc *model.Schedule, oldNext int64) error {
 	if sc.NextFireAt != 0 && sc.NextFireAt != oldNext {
 		if err := s.b.Set(storage.SchedDueKey(nil, slot, sc.NextFireAt, sc.Collection, sc.ID), nil); err != nil {
 			return err
+		}
+		if !s.schedNotes || sc.NextFireAt < s.schedMin {
+			s.schedMin = sc.NextFireAt
 		}
 		s.schedNotes = true
 	}

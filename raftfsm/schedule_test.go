@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"bytes"
 	"io"
+	"math"
 	"reflect"
 	"testing"
 
@@ -82,7 +83,7 @@ func TestScheduleCommands(t *testing.T) {
 	}
 	// Exactly one schedule due entry is left: s at 6000.
 	var due []storage.DueEntry
-	if err := ScanScheduleDue(db, 2, 1<<62, 100, func(e storage.DueEntry) bool { due = append(due, e); return true }); err != nil {
+	if err := ScanScheduleDue(db, 2, math.MinInt64, 1<<62, 100, func(e storage.DueEntry) bool { due = append(due, e); return true }); err != nil {
 		t.Fatal(err)
 	}
 	if len(due) != 1 || due[0] != (storage.DueEntry{Due: 6000, Coll: "c", ID: "s"}) {
@@ -181,7 +182,7 @@ func TestPurgeRemovesSchedules(t *testing.T) {
 		t.Fatal("another collection's schedule was purged")
 	}
 	n := 0
-	_ = ScanScheduleDue(db, 1, 1<<62, 10, func(storage.DueEntry) bool { n++; return true })
+	_ = ScanScheduleDue(db, 1, 0, 1<<62, 10, func(storage.DueEntry) bool { n++; return true })
 	if n != 1 {
 		t.Fatalf("%d schedule due entries left, want 1", n)
 	}

@@ -24,11 +24,11 @@ type Observer interface {
 	Reset()
 }
 
-// ScheduleObserver, when the Observer also implements it, hears that a
-// schedule's next occurrence was written (the leader's schedule loop
-// looks again).
+// ScheduleObserver, when the Observer also implements it, hears that
+// schedule due entries were written, the earliest at earliest (the
+// leader's schedule loop looks again, from there).
 type ScheduleObserver interface {
-	SchedulesChanged()
+	SchedulesChanged(earliest int64)
 }
 
 // ErrStopped is returned for every command after a storage failure stopped
@@ -157,9 +157,10 @@ type applyState struct {
 	exists  *storage.Iter
 	touched map[string]struct{}
 
-	// schedNotes is set when a schedule due entry was written: the
-	// leader's schedule loop looks at the due index again.
+	// schedNotes is set when a schedule due entry was written, the
+	// earliest at schedMin: the leader's schedule loop looks again.
 	schedNotes bool
+	schedMin   int64
 }
 
 // ApplyBatch implements raft.BatchingFSM: every entry of the batch goes into
@@ -235,7 +236,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			box.o.Scheduled(n.Due, n.Coll, n.ID)
 		}
 		if so, ok := box.o.(ScheduleObserver); ok && s.schedNotes {
-			so.SchedulesChanged()
+			so.SchedulesChanged(s.schedMin)
 		}
 	}
 	return res

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -174,7 +175,8 @@ type Replica struct {
 	lastOffsetAt   atomic.Int64
 	snapBytes      atomic.Uint64
 
-	schedWake chan struct{} // SchedulesChanged wakes the schedule loop
+	schedWake  chan struct{} // SchedulesChanged wakes the schedule loop
+	schedNoted atomic.Int64  // the earliest schedule due entry written since the loop's last look
 
 	stopMaint chan struct{}
 	maintWG   sync.WaitGroup
@@ -195,6 +197,7 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r.fsm = fsm
+	r.schedNoted.Store(math.MinInt64) // the first look reads the whole index
 	fsm.SetObserver(r)
 	g, err := raftgroup.Open(raftgroup.Config{
 		Name:              groupName(cfg.Slot),

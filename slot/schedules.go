@@ -2,6 +2,7 @@ package slot
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/timemachine-db/timemachine/model"
@@ -26,9 +27,16 @@ const maxAdvanceRound = 1000
 // scheduleIdle is the longest the loop sleeps without looking again.
 const scheduleIdle = time.Second
 
-// SchedulesChanged implements raftfsm.ScheduleObserver: a schedule's next
-// occurrence was written, so the loop looks at the due index again.
-func (r *Replica) SchedulesChanged() {
+// SchedulesChanged implements raftfsm.ScheduleObserver: schedule due
+// entries were written, the earliest at earliest, so the loop looks again,
+// and no later than there.
+func (r *Replica) SchedulesChanged(earliest int64) {
+	for {
+		cur := r.schedNoted.Load()
+		if earliest >= cur || r.schedNoted.CompareAndSwap(cur, earliest) {
+			break
+		}
+	}
 	select {
 	case r.schedWake <- struct{}{}:
 	default:
@@ -39,6 +47,9 @@ func (r *Replica) SchedulesChanged() {
 func (r *Replica) runSchedules(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// low bounds the scans below: no live due entry is earlier. A term's
+	// first scan reads the whole index; afterwards low follows the scans.
+	low := int64(math.MinInt64)
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,7 +57,7 @@ func (r *Replica) runSchedules(ctx context.Context) {
 		case <-timer.C:
 		case <-r.schedWake:
 		}
-		wait := r.advanceDue(ctx)
+		wait := r.advanceDue(ctx, &low)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -58,14 +69,21 @@ func (r *Replica) runSchedules(ctx context.Context) {
 }
 
 // advanceDue advances every due schedule and returns how long the loop may
-// sleep until the next one is due.
-func (r *Replica) advanceDue(ctx context.Context) time.Duration {
+// sleep until the next one is due. *low is the scans' lower bound: every
+// entry below it was advanced (advances only move entries later), so it
+// moves up to the earliest entry the last scan left behind, and down to
+// the earliest one written since (SchedulesChanged).
+func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 	for ctx.Err() == nil {
+		// Entries written since the last scan may be below low (a PUT
+		// through a node whose clock is behind): take the notes first,
+		// so none written during the scan is lost.
+		*low = min(*low, r.schedNoted.Swap(math.MaxInt64))
 		local := r.cfg.Clock()
 		now := r.fireNow(local).UnixMilli()
 		var due []storage.DueEntry
 		var next int64
-		err := raftfsm.ScanScheduleDue(r.db, r.slot, now+int64(scheduleIdle/time.Millisecond)+1, maxAdvanceRound+1, func(e storage.DueEntry) bool {
+		err := raftfsm.ScanScheduleDue(r.db, r.slot, *low, now+int64(scheduleIdle/time.Millisecond)+1, maxAdvanceRound+1, func(e storage.DueEntry) bool {
 			if e.Due > now {
 				next = e.Due
 				return false
@@ -78,11 +96,15 @@ func (r *Replica) advanceDue(ctx context.Context) time.Duration {
 			return scheduleIdle
 		}
 		if len(due) == 0 {
+			// Nothing is due below now: the next scan may start there
+			// (entries written below it later are noted).
+			*low = max(*low, now)
 			if next == 0 {
 				return scheduleIdle
 			}
 			return max(time.UnixMilli(next).Sub(r.fireNow(r.cfg.Clock())), time.Millisecond)
 		}
+		*low = max(*low, due[0].Due)
 		if !r.fenced() {
 			return fencedPause
 		}
