@@ -13,16 +13,25 @@ import (
 
 // The schedule loop (slot/DESIGN.md#schedules) runs on the slot leader for
 // one term, next to the job scheduler. When a schedule's next occurrence is
-// due by the fence's clock (never early), it proposes ScheduleAdvance,
-// which creates the occurrence as an ordinary job due at its occurrence
-// time; the job scheduler then fires it like any other job (retries,
-// signatures, the never-early check right before the request leaves).
+// due by the fence's clock, or about to be (scheduleLead), it proposes
+// ScheduleAdvance, which creates the occurrence as an ordinary job due at
+// its occurrence time; the job scheduler then fires it like any other job
+// (retries, signatures, the never-early check right before the request
+// leaves).
 // Only the leader proposes, and the state machine applies an advance only
 // while the schedule is still where the leader saw it, so each occurrence
 // is created once cluster-wide, across failovers too.
 
 // maxAdvanceRound bounds the schedules advanced in one raft entry.
 const maxAdvanceRound = 1000
+
+// scheduleLead is how long before its time an occurrence is created. The
+// occurrence is a job due at the occurrence time, which the job scheduler
+// fires then and never before; creating it ahead keeps the raft commit of
+// the advance out of the occurrence's lateness. The price: a DELETE or PUT
+// of the schedule within this lead of an occurrence leaves that
+// occurrence, already a job, to fire.
+const scheduleLead = 250 * time.Millisecond
 
 // scheduleIdle is the longest the loop sleeps without looking again.
 const scheduleIdle = time.Second
@@ -83,8 +92,9 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 		now := r.fireNow(local).UnixMilli()
 		var due []storage.DueEntry
 		var next int64
-		err := raftfsm.ScanScheduleDue(r.db, r.slot, *low, now+int64(scheduleIdle/time.Millisecond)+1, maxAdvanceRound+1, func(e storage.DueEntry) bool {
-			if e.Due > now {
+		horizon := now + scheduleLead.Milliseconds()
+		err := raftfsm.ScanScheduleDue(r.db, r.slot, *low, horizon+int64(scheduleIdle/time.Millisecond)+1, maxAdvanceRound+1, func(e storage.DueEntry) bool {
+			if e.Due > horizon {
 				next = e.Due
 				return false
 			}
@@ -102,7 +112,7 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 			if next == 0 {
 				return scheduleIdle
 			}
-			return max(time.UnixMilli(next).Sub(r.fireNow(r.cfg.Clock())), time.Millisecond)
+			return max(time.UnixMilli(next).Add(-scheduleLead).Sub(r.fireNow(r.cfg.Clock())), time.Millisecond)
 		}
 		*low = max(*low, due[0].Due)
 		if !r.fenced() {
@@ -148,8 +158,11 @@ func (r *Replica) advanceCmd(e storage.DueEntry, now int64) raftfsm.Command {
 		return &raftfsm.ScheduleAdvance{Coll: e.Coll, ID: e.ID, Version: sc.Version, Expected: sc.NextFireAt,
 			Occurrence: sc.NextFireAt, Now: now}
 	}
-	occ, skipped, following := spec.Latest(sc.NextFireAt, now)
-	if occ == 0 {
+	var occ, skipped, following int64
+	if sc.NextFireAt > now {
+		// Created a little ahead (scheduleLead): the job fires at its time.
+		occ, following = sc.NextFireAt, spec.Next(sc.NextFireAt)
+	} else if occ, skipped, following = spec.Latest(sc.NextFireAt, now); occ == 0 {
 		return nil
 	}
 	return &raftfsm.ScheduleAdvance{Coll: e.Coll, ID: e.ID, Version: sc.Version, Expected: sc.NextFireAt,
