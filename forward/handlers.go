@@ -25,7 +25,7 @@ type listReply struct {
 // Register installs the handlers of this package's methods on the node's
 // peer server.
 func (f *Forwarder) Register(s *peer.Server) {
-	for _, m := range []peer.Method{MethodProposeSlot, MethodProposeMeta, MethodGetJob, MethodListJobs, MethodMetaIndex} {
+	for _, m := range []peer.Method{MethodProposeSlot, MethodProposeMeta, MethodGetJob, MethodListJobs, MethodMetaIndex, MethodGetSchedule, MethodListSchedules} {
 		s.Handle(m, f.local(m))
 	}
 }
@@ -44,6 +44,10 @@ func (f *Forwarder) local(m peer.Method) peer.HandlerFunc {
 		return f.serveListJobs
 	case MethodMetaIndex:
 		return f.serveMetaIndex
+	case MethodGetSchedule:
+		return f.serveGetSchedule
+	case MethodListSchedules:
+		return f.serveListSchedules
 	}
 	return func(context.Context, []byte) ([]byte, error) {
 		return nil, fmt.Errorf("forward: method %d is not forwarded", m)

@@ -135,6 +135,9 @@ type Job struct {
 	CallbackTimeoutMs int64
 	LastError         string
 	SpecHash          uint64
+	// Schedule names the schedule whose occurrence this job is ("" for a
+	// job created on its own).
+	Schedule string
 }
 
 // IdempotencyKey names one occurrence of a job; it is the same on every

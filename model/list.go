@@ -14,12 +14,15 @@ func (p ListPos) Less(q ListPos) bool {
 // ListQuery selects jobs of one collection by trigger time.
 type ListQuery struct {
 	Coll   string
-	Status Status   // 0: any
-	From   int64    // trigger_time >= From
-	To     int64    // trigger_time < To
-	After  *ListPos // exclusive cursor
-	Limit  int      // matching jobs to return
-	Budget int      // index entries to examine at most (0: 10 × Limit + 1000)
+	Status Status // 0: any
+	// Schedule, when set, keeps only that schedule's occurrences (they
+	// live in the schedule's slot).
+	Schedule string
+	From     int64    // trigger_time >= From
+	To       int64    // trigger_time < To
+	After    *ListPos // exclusive cursor
+	Limit    int      // matching jobs to return
+	Budget   int      // index entries to examine at most (0: 10 × Limit + 1000)
 }
 
 // ListPage is one slot's answer to a ListQuery.

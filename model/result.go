@@ -54,4 +54,6 @@ type Result struct {
 	More bool
 	// N counts what a range command removed.
 	N int64
+	// Schedule is the schedule's state after a schedule command.
+	Schedule *Schedule
 }

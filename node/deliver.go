@@ -102,6 +102,7 @@ func (d *deliverer) Deliver(ctx context.Context, x *slot.Delivery) slot.Delivery
 			TriggerTime: j.TriggerTime,
 			Attempt:     int(x.Attempt),
 			Meta:        j.Meta,
+			Schedule:    j.Schedule,
 		},
 		IdempotencyKey: webhook.IdempotencyKey(j.Collection, j.ID, j.TriggerTime),
 		SigningKey:     key,

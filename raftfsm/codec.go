@@ -194,7 +194,11 @@ func decodeOne(b []byte) (Command, error) {
 		x.At, x.StartedAt = r.varint(), r.varint()
 		c = x
 	default:
-		return nil, fmt.Errorf("%w: unknown command type %d", ErrCorrupt, t)
+		x, ok := decodeSchedule(t, &r)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown command type %d", ErrCorrupt, t)
+		}
+		c = x
 	}
 	if err := r.done(); err != nil {
 		return nil, err

@@ -41,6 +41,7 @@ const (
 	fTimeout
 	fLastError
 	fFinished
+	fSchedule // the job is an occurrence of a schedule (its id follows)
 )
 
 // AppendRecord encodes j (without collection and id) after dst.
@@ -66,6 +67,9 @@ func AppendRecord(dst []byte, j *model.Job) []byte {
 	}
 	if j.FinishedAt != 0 {
 		flags |= fFinished
+	}
+	if j.Schedule != "" {
+		flags |= fSchedule
 	}
 	dst = append(dst, recordV1, byte(j.Status))
 	dst = binary.AppendUvarint(dst, flags)
@@ -97,6 +101,9 @@ func AppendRecord(dst []byte, j *model.Job) []byte {
 	if flags&fLastError != 0 {
 		dst = putStr(dst, j.LastError)
 	}
+	if flags&fSchedule != 0 {
+		dst = putStr(dst, j.Schedule)
+	}
 	return dst
 }
 
@@ -121,7 +128,7 @@ func DecodeRecord(b []byte, j *model.Job) error {
 	} else {
 		r.fail("short spec hash")
 	}
-	j.FinishedAt, j.CallbackURL, j.Route, j.Meta, j.Retry, j.CallbackTimeoutMs, j.LastError = 0, "", "", nil, model.RetryPolicy{}, 0, ""
+	j.FinishedAt, j.CallbackURL, j.Route, j.Meta, j.Retry, j.CallbackTimeoutMs, j.LastError, j.Schedule = 0, "", "", nil, model.RetryPolicy{}, 0, "", ""
 	if flags&fFinished != 0 {
 		j.FinishedAt = j.CreatedAt + r.varint()
 	}
@@ -142,6 +149,9 @@ func DecodeRecord(b []byte, j *model.Job) error {
 	}
 	if flags&fLastError != 0 {
 		j.LastError = r.str(maxStr)
+	}
+	if flags&fSchedule != 0 {
+		j.Schedule = r.str(maxStr)
 	}
 	if j.Status < model.StatusScheduled || j.Status > model.StatusFailed {
 		r.fail("bad status")

@@ -111,14 +111,24 @@ func ListJobs(r storage.Reader, slot int, q model.ListQuery) (model.ListPage, er
 			return page, err
 		}
 		page.Pos = model.ListPos{Trigger: t, ID: id}
+		if q.Schedule != "" && !isOccurrenceOf(id, q.Schedule) {
+			continue
+		}
 		j, found, err := GetJob(r, slot, q.Coll, id)
 		if err != nil {
 			_ = it.Close()
 			return page, err
 		}
-		if found && (q.Status == 0 || j.Status == q.Status) {
+		if found && (q.Status == 0 || j.Status == q.Status) && (q.Schedule == "" || j.Schedule == q.Schedule) {
 			page.Jobs = append(page.Jobs, j)
 		}
 	}
 	return page, it.Close()
+}
+
+// isOccurrenceOf tells from the id alone whether it can be an occurrence of
+// schedule, so a filtered list reads no other record.
+func isOccurrenceOf(id, schedule string) bool {
+	sc, _, ok := model.SplitOccurrenceID(id)
+	return ok && sc == schedule
 }

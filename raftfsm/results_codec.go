@@ -22,6 +22,13 @@ func EncodeResults(res []model.Result) []byte {
 		}
 		dst = append(dst, byte(r.Code), more)
 		dst = binary.AppendVarint(dst, r.N)
+		if r.Schedule != nil {
+			// 2: a schedule, then the job part as below.
+			dst = append(dst, 2)
+			dst = putStr(dst, r.Schedule.Collection)
+			dst = putStr(dst, r.Schedule.ID)
+			dst = putBytes(dst, AppendScheduleRecord(nil, r.Schedule))
+		}
 		if r.Job == nil {
 			dst = append(dst, 0)
 			continue
@@ -55,7 +62,19 @@ func DecodeResults(b []byte) ([]model.Result, error) {
 	out := make([]model.Result, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		res := model.Result{Code: model.Code(r.byte()), More: r.byte() == 1, N: r.varint()}
-		if r.byte() == 1 {
+		tag := r.byte()
+		if tag == 2 {
+			sc := &model.Schedule{Collection: r.str(maxStr), ID: r.str(maxStr)}
+			rec := r.bytes(maxMeta + 64<<10)
+			if r.err == nil {
+				if err := DecodeScheduleRecord(rec, sc); err != nil {
+					return nil, err
+				}
+			}
+			res.Schedule = sc
+			tag = r.byte()
+		}
+		if tag == 1 {
 			j := &model.Job{Collection: r.str(maxStr), ID: r.str(maxStr)}
 			rec := r.bytes(maxMeta + 64<<10)
 			if r.err == nil {

@@ -24,6 +24,13 @@ type Observer interface {
 	Reset()
 }
 
+// ScheduleObserver, when the Observer also implements it, hears that
+// schedule due entries were written, the earliest at earliest (the
+// leader's schedule loop looks again, from there).
+type ScheduleObserver interface {
+	SchedulesChanged(earliest int64)
+}
+
 // ErrStopped is returned for every command after a storage failure stopped
 // the replica.
 var ErrStopped = errors.New("slot state machine stopped after a storage failure")
@@ -149,6 +156,11 @@ type applyState struct {
 	// written or deleted since are tracked in touched and read with a Get.
 	exists  *storage.Iter
 	touched map[string]struct{}
+
+	// schedNotes is set when a schedule due entry was written, the
+	// earliest at schedMin: the leader's schedule loop looks again.
+	schedNotes bool
+	schedMin   int64
 }
 
 // ApplyBatch implements raft.BatchingFSM: every entry of the batch goes into
@@ -223,6 +235,9 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		for _, n := range s.notes {
 			box.o.Scheduled(n.Due, n.Coll, n.ID)
 		}
+		if so, ok := box.o.(ScheduleObserver); ok && s.schedNotes {
+			so.SchedulesChanged(s.schedMin)
+		}
 	}
 	return res
 }
@@ -271,6 +286,14 @@ func (s *applyState) apply(c Command) (model.Result, error) {
 		return s.removeFinished(c)
 	case *PurgeCollection:
 		return s.purgeCollection(c)
+	case *PutSchedule:
+		return s.putScheduleCmd(c)
+	case *DeleteSchedule:
+		return s.deleteScheduleCmd(c)
+	case *ScheduleAdvance:
+		return s.advance(c)
+	case *Redrive:
+		return s.redrive(c)
 	}
 	return model.Result{Code: model.CodeRejected}, nil
 }
@@ -597,7 +620,33 @@ func (s *applyState) purgeCollection(c *PurgeCollection) (model.Result, error) {
 			return model.Result{}, err
 		}
 	}
+	if !more {
+		// The jobs are gone: the collection's schedules go next.
+		m, err := s.purgeSchedules(c.Coll, c.Limit)
+		if err != nil {
+			return model.Result{}, err
+		}
+		more = m
+	}
 	return model.Result{Code: model.CodeOK, More: more, N: n}, nil
+}
+
+// purgeSchedules removes up to limit schedules of a deleted collection.
+func (s *applyState) purgeSchedules(coll string, limit int64) (bool, error) {
+	lower, upper := storage.CollectionScheduleSpan(s.f.slot, coll)
+	refs, more, err := s.collect(lower, upper, limit, func(k []byte) (listRef, error) {
+		c, id, err := storage.DecodeScheduleKey(k)
+		return listRef{coll: c, id: id}, err
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, r := range refs {
+		if _, err := s.deleteScheduleCmd(&DeleteSchedule{Coll: r.coll, ID: r.id}); err != nil {
+			return false, err
+		}
+	}
+	return more, nil
 }
 
 func (s *applyState) putJob(j *model.Job) error {

@@ -26,6 +26,7 @@ import (
 //
 //	magic "TMSLOT01" | slot u16 | applied u64
 //	repeated: 0x01 | uvarint len | record key suffix | uvarint len | record value
+//	repeated: 0x02 | uvarint len | schedule key suffix | uvarint len | schedule value
 //	0x00 | count u64 | xxhash64 of every record byte
 //
 // Only job records travel: the due, list and finished indexes, the offset
@@ -130,6 +131,27 @@ func (s *slotSnapshot) writeFull(w io.Writer) error {
 	if err := it.Close(); err != nil {
 		return err
 	}
+	// Schedules travel as entries tagged 2, after the jobs; their due
+	// index is derived on restore like the jobs' indexes.
+	slower, supper := storage.ScheduleSpan(s.f.slot)
+	if it, err = s.snap.NewIter(slower, supper); err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		buf = append(buf[:0], scheduleSnapshotTag)
+		buf = putBytes(buf, k[len(slower):])
+		buf = putBytes(buf, v)
+		_, _ = h.Write(buf)
+		if _, err := bw.Write(buf); err != nil {
+			_ = it.Close()
+			return err
+		}
+		count++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
 	trailer := binary.BigEndian.AppendUint64([]byte{0}, count)
 	trailer = binary.BigEndian.AppendUint64(trailer, h.Sum64())
 	if _, err := bw.Write(trailer); err != nil {
@@ -202,6 +224,7 @@ func (f *SlotFSM) restore(r io.Reader) error {
 	f.restoring = true
 
 	recLower, _ := storage.RecordSpan(f.slot)
+	schedLower, _ := storage.ScheduleSpan(f.slot)
 	s := &applyState{f: f, b: f.db.NewBatch(), offset: NoOffset}
 	defer func() { s.b.Close() }()
 	h := xxhash.New()
@@ -215,7 +238,7 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		if tag == 0 {
 			break
 		}
-		if tag != 1 {
+		if tag != 1 && tag != scheduleSnapshotTag {
 			return fmt.Errorf("%w: snapshot entry tag %d", ErrCorrupt, tag)
 		}
 		key, err := readChunk(br, 2*storage.MaxIDLen)
@@ -226,11 +249,17 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		buf = append(buf[:0], 1)
+		buf = append(buf[:0], tag)
 		buf = putBytes(buf, key)
 		buf = putBytes(buf, val)
 		_, _ = h.Write(buf)
 		count++
+		if tag == scheduleSnapshotTag {
+			if err := s.restoreSchedule(schedLower, key, val); err != nil {
+				return err
+			}
+			continue
+		}
 		_, coll, id, err := storage.DecodeRecordKey(append(append([]byte(nil), recLower...), key...))
 		if err != nil {
 			return err
@@ -309,4 +338,17 @@ func readChunk(br *bufio.Reader, max int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: snapshot chunk: %v", ErrCorrupt, err)
 	}
 	return b, nil
+}
+
+// restoreSchedule writes one schedule of a full snapshot and its due entry.
+func (s *applyState) restoreSchedule(lower, keySuffix, val []byte) error {
+	coll, id, err := storage.DecodeScheduleKey(append(append([]byte(nil), lower...), keySuffix...))
+	if err != nil {
+		return err
+	}
+	sc := &model.Schedule{Collection: coll, ID: id}
+	if err := DecodeScheduleRecord(val, sc); err != nil {
+		return err
+	}
+	return s.putSchedule(sc, 0)
 }

@@ -181,6 +181,11 @@ func (s *Service) GetJob(ctx context.Context, coll, id string) (*model.Job, erro
 		return nil, err
 	}
 	j, ok, err := s.fwd.GetJob(ctx, s.slotOf(coll, id), coll, id)
+	if err == nil && !ok {
+		if o, alt := s.occurrenceSlot(coll, id); alt {
+			j, ok, err = s.fwd.GetJob(ctx, o, coll, id)
+		}
+	}
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -196,6 +201,11 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 		return err
 	}
 	res, resent, err := s.proposeResolved(ctx, s.slotOf(coll, id), &raftfsm.Delete{Coll: coll, ID: id})
+	if err == nil && !resent && res[0].Code == model.CodeNotFound {
+		if o, alt := s.occurrenceSlot(coll, id); alt {
+			res, resent, err = s.proposeResolved(ctx, o, &raftfsm.Delete{Coll: coll, ID: id})
+		}
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -228,7 +238,14 @@ func (s *Service) ListJobs(ctx context.Context, q model.ListQuery) ([]*model.Job
 	pages := make([]model.ListPage, count)
 	errs := make([]error, count)
 	var wg sync.WaitGroup
+	only := -1
+	if q.Schedule != "" {
+		only = s.slotOf(q.Coll, q.Schedule) // occurrences live in their schedule's slot
+	}
 	for sl := 0; sl < count; sl++ {
+		if only >= 0 && sl != only {
+			continue
+		}
 		wg.Add(1)
 		go func(sl int) {
 			defer wg.Done()
@@ -285,4 +302,17 @@ func asCreated(j *model.Job, trigger int64) *model.Job {
 	c.Version, c.Status, c.TriggerTime, c.DueTime, c.Attempts = 1, model.StatusScheduled, trigger, trigger, 0
 	c.UpdatedAt, c.FinishedAt, c.LastError = j.CreatedAt, 0, ""
 	return &c
+}
+
+// occurrenceSlot is the slot of a schedule's occurrence when id is shaped
+// like one ("{schedule}@{ms}") and that slot differs from the id's own:
+// occurrences are created in their schedule's slot, not where their id
+// hashes. alt is false when there is no other slot to look in.
+func (s *Service) occurrenceSlot(coll, id string) (int, bool) {
+	sc, _, ok := model.SplitOccurrenceID(id)
+	if !ok {
+		return 0, false
+	}
+	o := s.slotOf(coll, sc)
+	return o, o != s.slotOf(coll, id)
 }

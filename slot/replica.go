@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -179,6 +180,9 @@ type Replica struct {
 	lastOffsetAt   atomic.Int64
 	snapBytes      atomic.Uint64
 
+	schedWake  chan struct{} // SchedulesChanged wakes the schedule loop
+	schedNoted atomic.Int64  // the earliest schedule due entry written since the loop's last look
+
 	stopMaint chan struct{}
 	maintWG   sync.WaitGroup
 	closeOnce sync.Once
@@ -188,7 +192,7 @@ type Replica struct {
 // waits for Bootstrap (or, in a cluster, to be added by a leader).
 func Open(cfg Config) (*Replica, error) {
 	cfg.setDefaults()
-	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{}), guard: newJobGuard()}
+	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{}), guard: newJobGuard(), schedWake: make(chan struct{}, 1)}
 	if err := FinishDestroy(cfg.Dir, cfg.Slot, groupName(cfg.Slot), cfg.DB, cfg.LogDB); err != nil {
 		return nil, fmt.Errorf("slot %d: finish deleting an earlier replica: %w", cfg.Slot, err)
 	}
@@ -198,6 +202,7 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r.fsm = fsm
+	r.schedNoted.Store(math.MinInt64) // the first look reads the whole index
 	fsm.SetObserver(r)
 	g, err := raftgroup.Open(raftgroup.Config{
 		Name:              groupName(cfg.Slot),
@@ -346,10 +351,14 @@ func (r *Replica) lead(ctx context.Context) {
 	r.pauseMu.Unlock()
 	defer r.active.Store(nil)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		r.maintain(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		r.runSchedules(ctx)
 	}()
 	s.run(ctx)
 	wg.Wait()

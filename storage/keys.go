@@ -15,6 +15,8 @@ import (
 //	0x01 slot(2) 0x20 due(8) len(coll) coll id           due index: scheduled jobs by next fire time
 //	0x01 slot(2) 0x30 len(coll) coll trigger(8) id       list index: every job of a collection by trigger time (empty value)
 //	0x01 slot(2) 0x40 len(coll) coll finished(8) id      finished index: retention cleanup
+//	0x01 slot(2) 0x50 len(coll) coll id                  schedule record
+//	0x01 slot(2) 0x60 next(8) len(coll) coll id          schedule due index: schedules by next occurrence
 //
 // Times are unix milliseconds encoded big-endian with the sign bit flipped,
 // so byte order is time order. The collection is length-prefixed, so a
@@ -27,6 +29,8 @@ const (
 	subDue      byte = 0x20
 	subList     byte = 0x30
 	subFinished byte = 0x40
+	subSchedule byte = 0x50
+	subSchedDue byte = 0x60
 )
 
 // MaxCollectionLen and MaxIDLen bound the variable parts of keys.
@@ -259,4 +263,79 @@ func prefixEnd(p []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// ScheduleKey is the key of a schedule record. A schedule lives in the slot
+// its collection and id hash to, like a job of that id.
+func ScheduleKey(dst []byte, slot int, coll, id string) []byte {
+	dst = slotPrefix(dst, slot, subSchedule)
+	dst = appendColl(dst, coll)
+	return append(dst, id...)
+}
+
+// ScheduleSpan bounds every schedule record of a slot.
+func ScheduleSpan(slot int) (lower, upper []byte) {
+	return slotPrefix(nil, slot, subSchedule), slotPrefix(nil, slot, subSchedule+1)
+}
+
+// CollectionScheduleSpan bounds the schedule records of one collection in a
+// slot.
+func CollectionScheduleSpan(slot int, coll string) (lower, upper []byte) {
+	lower = appendColl(slotPrefix(nil, slot, subSchedule), coll)
+	return lower, prefixEnd(lower)
+}
+
+// DecodeScheduleKey returns the collection and id of a schedule key.
+func DecodeScheduleKey(key []byte) (coll, id string, err error) {
+	_, rest, err := splitSlotKey(key, subSchedule)
+	if err != nil {
+		return "", "", err
+	}
+	coll, rest, err = takeColl(rest)
+	if err != nil {
+		return "", "", err
+	}
+	if len(rest) == 0 || len(rest) > MaxIDLen {
+		return "", "", fmt.Errorf("%w: schedule id length %d", ErrBadKey, len(rest))
+	}
+	return coll, string(rest), nil
+}
+
+// SchedDueKey is the key of a schedule due-index entry: the schedule's next
+// occurrence.
+func SchedDueKey(dst []byte, slot int, next int64, coll, id string) []byte {
+	dst = slotPrefix(dst, slot, subSchedDue)
+	dst = EncodeTime(dst, next)
+	dst = appendColl(dst, coll)
+	return append(dst, id...)
+}
+
+// SchedDueBound is the smallest schedule due key at or after time t.
+func SchedDueBound(slot int, t int64) []byte {
+	return EncodeTime(slotPrefix(nil, slot, subSchedDue), t)
+}
+
+// SchedDueSpan bounds the whole schedule due index of a slot.
+func SchedDueSpan(slot int) (lower, upper []byte) {
+	return slotPrefix(nil, slot, subSchedDue), slotPrefix(nil, slot, subSchedDue+1)
+}
+
+// DecodeSchedDueKey decodes a schedule due-index key.
+func DecodeSchedDueKey(key []byte) (DueEntry, error) {
+	_, rest, err := splitSlotKey(key, subSchedDue)
+	if err != nil {
+		return DueEntry{}, err
+	}
+	if len(rest) < 8 {
+		return DueEntry{}, fmt.Errorf("%w: short schedule due key", ErrBadKey)
+	}
+	due := DecodeTime(rest)
+	coll, rest, err := takeColl(rest[8:])
+	if err != nil {
+		return DueEntry{}, err
+	}
+	if len(rest) == 0 {
+		return DueEntry{}, fmt.Errorf("%w: schedule due key without id", ErrBadKey)
+	}
+	return DueEntry{Due: due, Coll: coll, ID: string(rest)}, nil
 }

@@ -113,3 +113,28 @@ func FuzzDecodeKeys(f *testing.F) {
 		_, _, _, _ = DecodeFinishedKey(b)
 	})
 }
+
+func TestScheduleKeys(t *testing.T) {
+	k := ScheduleKey(nil, 7, "c", "daily")
+	coll, id, err := DecodeScheduleKey(k)
+	if err != nil || coll != "c" || id != "daily" {
+		t.Fatalf("got %q %q %v", coll, id, err)
+	}
+	lo, hi := ScheduleSpan(7)
+	if bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) >= 0 {
+		t.Fatal("schedule key outside its span")
+	}
+	d := SchedDueKey(nil, 7, 1234, "c", "daily")
+	e, err := DecodeSchedDueKey(d)
+	if err != nil || e.Due != 1234 || e.Coll != "c" || e.ID != "daily" {
+		t.Fatalf("got %+v %v", e, err)
+	}
+	if bytes.Compare(SchedDueBound(7, 1234), d) > 0 || bytes.Compare(SchedDueBound(7, 1235), d) <= 0 {
+		t.Fatal("bounds do not order the entry")
+	}
+	lo, hi = SchedDueSpan(7)
+	slo, shi := SlotSpan(7)
+	if bytes.Compare(lo, slo) < 0 || bytes.Compare(hi, shi) > 0 {
+		t.Fatal("schedule due span outside the slot span")
+	}
+}

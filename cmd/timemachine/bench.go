@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/timemachine-db/timemachine/client"
@@ -32,9 +33,11 @@ func adminCall(cmd *cobra.Command, cf *clientFlags, call func(*client.Client, co
 
 func newBenchCmd() *cobra.Command {
 	var (
-		cfg    bench.Config
-		addrs  string
-		asJSON bool
+		cfg       bench.Config
+		addrs     string
+		asJSON    bool
+		schedules int
+		duration  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -44,12 +47,28 @@ callbacks point at it, and measures how fast they were created and fired and
 how late (or early) each callback arrived.`,
 		Example: `  timemachine bench --jobs 60000 --window 30s              # 2,000 fires/s for 30 s: lateness
   timemachine bench --jobs 100000 --at-once --batch 1000    # one instant: drain time
-  timemachine bench --jobs 1000000 --batch 1000 --create-only   # pending load`,
+  timemachine bench --jobs 1000000 --batch 1000 --create-only   # pending load
+  timemachine bench --schedules 10000 --duration 20s        # every-1s schedules: fires/s, lateness, duplicates`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Addrs = splitList(addrs)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if schedules > 0 {
+				rep, err := bench.RunSchedules(ctx, bench.ScheduleConfig{Addrs: cfg.Addrs, Collection: cfg.Collection, Schedules: schedules,
+					Duration: duration, ReceiverAddr: cfg.ReceiverAddr, CallbackAddr: cfg.CallbackAddr, IDPrefix: cfg.IDPrefix,
+					Token: cfg.Token, CAFile: cfg.CAFile}, cmd.ErrOrStderr())
+				if rep != nil {
+					if asJSON {
+						if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
+							return err
+						}
+					} else {
+						fmt.Fprintln(cmd.OutOrStdout(), rep.String())
+					}
+				}
+				return err
+			}
 			rep, err := bench.Run(ctx, cfg, cmd.ErrOrStderr())
 			if rep != nil {
 				if asJSON {
@@ -80,6 +99,8 @@ how late (or early) each callback arrived.`,
 	f.BoolVar(&cfg.CreateOnly, "create-only", false, "only create (far-future triggers) and report the create rate")
 	f.StringVar(&cfg.IDPrefix, "id-prefix", "", "job id prefix (default: random per run)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.IntVar(&schedules, "schedules", 0, "instead of jobs: this many every-1s schedules, first occurrences spread over a second; measures their occurrences")
+	f.DurationVar(&duration, "duration", 20*time.Second, "with --schedules: the measuring window")
 	registerAuthFlags(cmd, &cfg.Token, &cfg.CAFile)
 	return cmd
 }

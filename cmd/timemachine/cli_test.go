@@ -89,9 +89,9 @@ func TestCLIExitCodes(t *testing.T) {
 	if code != exitFailed || !strings.Contains(errs, "not_found") {
 		t.Errorf("a job that does not exist: exit %d, stderr %q", code, errs)
 	}
-	_, errs, code = runCLI(t, "schedule", "list", "--addr", fake.Addr())
-	if code == 0 || !strings.Contains(errs, "not yet available") {
-		t.Errorf("schedule list: exit %d, stderr %q", code, errs)
+	_, errs, code = runCLI(t, "schedule", "put", "s", "--url", "http://127.0.0.1:9/", "--addr", fake.Addr())
+	if code == 0 || !strings.Contains(errs, "exactly one of --cron") {
+		t.Errorf("schedule put without --cron/--every: exit %d, stderr %q", code, errs)
 	}
 	out, _, code := runCLI(t, "--version")
 	if code != 0 || !strings.HasPrefix(out, "timemachine ") {

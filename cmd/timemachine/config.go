@@ -383,24 +383,3 @@ func readJSONArg(name string, v any) error {
 	}
 	return nil
 }
-
-// newScheduleCmd is the place of `timemachine schedule put|get|list|delete`:
-// recurring jobs come with issue 11, and until then every subcommand says
-// so and fails.
-func newScheduleCmd() *cobra.Command {
-	var cf clientFlags
-	cmd := &cobra.Command{Use: "schedule", Short: "Recurring jobs (not yet available in this version)"}
-	cf.register(cmd)
-	for _, use := range []string{"put ID", "get ID", "list", "delete ID"} {
-		cmd.AddCommand(&cobra.Command{
-			Use:                use,
-			Short:              "Not yet available: schedules come in a later version",
-			DisableFlagParsing: true,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return fmt.Errorf("schedule %s: schedules (recurring jobs) are not yet available in timemachine %s; create one-shot jobs with `timemachine job create`",
-					cmd.Name(), buildVersion())
-			},
-		})
-	}
-	return cmd
-}

@@ -35,6 +35,19 @@ type Backend interface {
 	ListCollections(ctx context.Context) ([]*model.Collection, error)
 	DeleteCollection(ctx context.Context, name string) error
 
+	// PutSchedule creates (created=true) or replaces a schedule; the spec
+	// is validated. GetSchedule answers a *model.Error not_found for a
+	// schedule that does not exist.
+	PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec) (model.ScheduleView, bool, error)
+	GetSchedule(ctx context.Context, coll, id string) (model.ScheduleView, error)
+	DeleteSchedule(ctx context.Context, coll, id string) error
+	// ListSchedules lists up to limit schedules in id order after the id
+	// after; more says whether a next page exists.
+	ListSchedules(ctx context.Context, coll, after string, limit int) ([]model.ScheduleView, bool, error)
+	// Redrive sends dead letters again now (attempts reset): ids, or with
+	// none, those whose trigger time is in [from, to) (to 0: no bound).
+	Redrive(ctx context.Context, coll string, ids []string, from, to int64) (int64, error)
+
 	PutRoute(ctx context.Context, r model.Route) (created bool, err error)
 	GetRoute(ctx context.Context, name string) (*model.Route, error)
 	ListRoutes(ctx context.Context) ([]*model.Route, error)

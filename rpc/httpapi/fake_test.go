@@ -51,6 +51,7 @@ type fakeBackend struct {
 	force       bool
 	deletedColl string
 	deletedJob  [2]string
+	sf          scheduleFake
 }
 
 func (f *fakeBackend) record(name string) {

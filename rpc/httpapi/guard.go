@@ -79,6 +79,12 @@ var permissions = map[string]access{
 	"PUT /v1/collections/{c}/jobs/{id}":    writeColl,
 	"GET /v1/collections/{c}/jobs/{id}":    readColl,
 	"DELETE /v1/collections/{c}/jobs/{id}": writeColl,
+	"POST /v1/collections/{c}/redrive":     writeColl,
+
+	"GET /v1/collections/{c}/schedules":         readColl,
+	"PUT /v1/collections/{c}/schedules/{id}":    writeColl,
+	"GET /v1/collections/{c}/schedules/{id}":    readColl,
+	"DELETE /v1/collections/{c}/schedules/{id}": writeColl,
 
 	"GET /v1/routes":        readCluster,
 	"PUT /v1/routes/{r}":    adminCluster,

@@ -35,6 +35,12 @@ var wantAccess = map[string]struct {
 	"PUT /v1/collections/{c}/jobs/{id}":    {auth.RoleWriter, true},
 	"GET /v1/collections/{c}/jobs/{id}":    {auth.RoleReader, true},
 	"DELETE /v1/collections/{c}/jobs/{id}": {auth.RoleWriter, true},
+	"POST /v1/collections/{c}/redrive":     {auth.RoleWriter, true},
+
+	"GET /v1/collections/{c}/schedules":         {auth.RoleReader, true},
+	"PUT /v1/collections/{c}/schedules/{id}":    {auth.RoleWriter, true},
+	"GET /v1/collections/{c}/schedules/{id}":    {auth.RoleReader, true},
+	"DELETE /v1/collections/{c}/schedules/{id}": {auth.RoleWriter, true},
 
 	"GET /v1/routes":        {auth.RoleReader, false},
 	"PUT /v1/routes/{r}":    {auth.RoleAdmin, false},

@@ -374,7 +374,7 @@ func (s *Server) deleteJob(r *request) {
 	writeEmpty(r.ctx)
 }
 
-var listParams = []string{"status", "from", "to", "limit", "cursor"}
+var listParams = []string{"status", "from", "to", "limit", "cursor", "schedule"}
 
 // parseListQuery reads the list query string into a ListQuery.
 func parseListQuery(coll string, args *fasthttp.Args) (model.ListQuery, *model.Error) {
@@ -419,6 +419,12 @@ func parseListQuery(coll string, args *fasthttp.Args) (model.ListQuery, *model.E
 	}
 	if q.From > q.To {
 		return q, model.Invalid("from (%d) is after to (%d); from is inclusive and to exclusive", q.From, q.To)
+	}
+	if v := args.Peek("schedule"); len(v) > 0 {
+		if e := model.CheckScheduleID(string(v)); e != nil {
+			return q, e
+		}
+		q.Schedule = string(v)
 	}
 	if v := args.Peek("limit"); len(v) > 0 {
 		n, err := strconv.Atoi(string(v))

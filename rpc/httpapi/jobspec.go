@@ -14,7 +14,7 @@ import (
 // what it got from a GET.
 var jobFields = newFieldSet(
 	[]string{"id", "trigger_time", "delay", "callback_url", "route", "meta", "retry_policy", "callback_timeout"},
-	[]string{"collection", "status", "attempts", "last_error", "version", "created_at", "updated_at", "finished_at", "next_attempt_at"},
+	[]string{"collection", "status", "attempts", "last_error", "version", "created_at", "updated_at", "finished_at", "next_attempt_at", "schedule"},
 )
 
 var retryFields = newFieldSet(

@@ -163,6 +163,9 @@ func (pc *policyCache) appendJob(b []byte, j *model.Job, c *model.Collection) []
 	if len(j.Meta) > 0 {
 		b = append(appendKey(b, "meta"), j.Meta...)
 	}
+	if j.Schedule != "" {
+		b = appendStrField(b, "schedule", j.Schedule)
+	}
 	retry, timeout := effective(j, c)
 	if pc.text == nil || pc.policy != retry || pc.timeout != timeout {
 		t := appendRetry(appendKey(pc.text[:0], "retry_policy"), retry)

@@ -50,6 +50,12 @@ var routes = buildRoutes([]struct {
 	{"PUT", "/v1/collections/{c}/jobs/{id}", (*Server).upsertJob},
 	{"GET", "/v1/collections/{c}/jobs/{id}", (*Server).getJob},
 	{"DELETE", "/v1/collections/{c}/jobs/{id}", (*Server).deleteJob},
+	{"POST", "/v1/collections/{c}/redrive", (*Server).redrive},
+
+	{"GET", "/v1/collections/{c}/schedules", (*Server).listSchedules},
+	{"PUT", "/v1/collections/{c}/schedules/{id}", (*Server).putSchedule},
+	{"GET", "/v1/collections/{c}/schedules/{id}", (*Server).getSchedule},
+	{"DELETE", "/v1/collections/{c}/schedules/{id}", (*Server).deleteSchedule},
 
 	{"GET", "/v1/routes", (*Server).listRoutes},
 	{"PUT", "/v1/routes/{r}", (*Server).putRoute},

@@ -253,8 +253,10 @@ func TestPlannedExamplesValidate(t *testing.T) {
 	for p, item := range planned["paths"].(map[string]any) {
 		examples(item, "/paths/"+escape(p), &exs)
 	}
-	if len(exs) < 5 {
+	if n := len(planned["paths"].(map[string]any)); n > 0 && len(exs) < 5 {
 		t.Fatalf("only %d examples in planned.json", len(exs))
+	} else if n == 0 {
+		t.Skip("nothing is planned: every endpoint of API.md is served")
 	}
 	for _, ex := range exs {
 		sch, err := c.Compile(resource + "#" + ex.at + "/schema")

@@ -8,7 +8,7 @@ import (
 
 // Payload is the JSON body of a callback:
 //
-//	{"id":…,"collection":…,"trigger_time":…,"attempt":…,"meta":{…}}
+//	{"id":…,"collection":…,"trigger_time":…,"attempt":…,"meta":{…},"schedule":…}
 type Payload struct {
 	ID          string
 	Collection  string
@@ -19,6 +19,9 @@ type Payload struct {
 	// omits the "meta" field rather than inventing a value the user never
 	// stored.
 	Meta json.RawMessage
+	// Schedule names the schedule whose occurrence the job is; empty
+	// omits the "schedule" field (a job of its own).
+	Schedule string
 }
 
 // AppendJSON appends the encoded body to dst and returns the extended slice.
@@ -41,6 +44,10 @@ func (p *Payload) AppendJSON(dst []byte) []byte {
 	if len(p.Meta) > 0 {
 		dst = append(dst, `,"meta":`...)
 		dst = append(dst, p.Meta...)
+	}
+	if p.Schedule != "" {
+		dst = append(dst, `,"schedule":`...)
+		dst = appendJSONString(dst, p.Schedule)
 	}
 	return append(dst, '}')
 }

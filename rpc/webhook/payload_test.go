@@ -168,3 +168,12 @@ func BenchmarkAppendJSON(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+func TestPayloadSchedule(t *testing.T) {
+	p := Payload{ID: "daily@1767225600000", Collection: "c", TriggerTime: 1767225600000, Attempt: 1, Schedule: "daily"}
+	got := string(p.AppendJSON(nil))
+	want := `{"id":"daily@1767225600000","collection":"c","trigger_time":1767225600000,"attempt":1,"schedule":"daily"}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

@@ -1,0 +1,132 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/dht"
+	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/model"
+)
+
+// occurrencesOf returns, per occurrence time, the deliveries of a
+// schedule's occurrences the receiver saw (Idempotency-Key
+// "{coll}:{schedule}@{ms}:{ms}").
+func (r *receiver) occurrencesOf(coll, schedule string) map[int64][]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[int64][]time.Time{}
+	prefix := coll + ":" + schedule + "@"
+	for key, ts := range r.got {
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		i := strings.LastIndexByte(key, ':')
+		at, err := strconv.ParseInt(key[i+1:], 10, 64)
+		if err != nil {
+			continue
+		}
+		out[at] = append(out[at], ts...)
+	}
+	return out
+}
+
+// An "every: 1s" schedule on a 3-node cluster fires once per occurrence,
+// never early; killing its slot's leader at an occurrence fires that
+// occurrence once more at most (the in-flight allowance of the contract),
+// and the schedule goes on from the new leader; a DELETE stops it.
+func TestClusterScheduleSurvivesLeaderLoss(t *testing.T) {
+	tc := startCluster(t, 3, nil)
+	rcv := newReceiver(t)
+	ctx := context.Background()
+	spec := model.ScheduleSpec{EveryMs: 1000, CallbackURL: rcv.url, Hash: 42}
+	v, created, err := tc.nodes[1].svc.PutSchedule(ctx, "default", "tick", spec)
+	if err != nil || !created || v.NextFireAt == 0 {
+		t.Fatalf("put schedule: %+v %v %v", v, created, err)
+	}
+	anchor := v.Anchor
+	testutil.Eventually(t, 20*time.Second, "two occurrences", func() error {
+		if n := len(rcv.occurrencesOf("default", "tick")); n < 2 {
+			return fmt.Errorf("%d occurrences", n)
+		}
+		return nil
+	})
+
+	// Kill the schedule's slot leader right at an occurrence.
+	survivor := tc.nodes[0]
+	sl := dht.SlotOf("default", "tick", survivor.cluster.SlotCount())
+	leader := survivor.cluster.RefreshView(ctx).LeaderOf(sl)
+	vi := tc.index(leader)
+	if vi < 0 {
+		t.Fatalf("slot %d has no leader", sl)
+	}
+	if vi == 0 {
+		survivor = tc.nodes[1]
+	}
+	cur, err := survivor.svc.GetSchedule(ctx, "default", "tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(time.UnixMilli(cur.NextFireAt))) // the timing of the fault, not a wait for state
+	killedAt := time.Now().UnixMilli()
+	tc.kill(vi)
+	t.Logf("killed %s, leader of slot %d, at the occurrence %d", leader, sl, cur.NextFireAt)
+
+	testutil.Eventually(t, 30*time.Second, "occurrences from the new leader", func() error {
+		for at := range rcv.occurrencesOf("default", "tick") {
+			if at > killedAt+3000 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no occurrence after %d yet", killedAt+3000)
+	})
+	got := rcv.occurrencesOf("default", "tick")
+	dups := 0
+	for at, ds := range got {
+		if (at-anchor)%1000 != 0 {
+			t.Errorf("occurrence %d is not on the schedule's grid (anchor %d)", at, anchor)
+		}
+		for _, d := range ds {
+			if d.UnixMilli() < at {
+				t.Errorf("occurrence %d fired %d ms early", at, at-d.UnixMilli())
+			}
+		}
+		if len(ds) > 1 {
+			dups++
+			if at < cur.NextFireAt-1000 || at > cur.NextFireAt+1000 {
+				t.Errorf("occurrence %d delivered %d times, far from the failover", at, len(ds))
+			}
+		}
+	}
+	if dups > 1 {
+		t.Errorf("%d occurrences delivered twice; at most the one in flight at the kill may repeat", dups)
+	}
+	after, err := survivor.svc.GetSchedule(ctx, "default", "tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d occurrences, %d repeated, %d missed during the failover", len(got), dups, after.Missed)
+
+	// Occurrences are jobs of the schedule's slot, listed by schedule.
+	jobs, _, err := survivor.svc.ListJobs(ctx, model.ListQuery{Coll: "default", Schedule: "tick", From: 0, To: model.MaxTriggerMs, Limit: 1000})
+	if err != nil || len(jobs) < len(got) {
+		t.Fatalf("jobs?schedule=tick: %d jobs (%v), %d occurrences delivered", len(jobs), err, len(got))
+	}
+	if j, err := survivor.svc.GetJob(ctx, "default", jobs[0].ID); err != nil || j.Schedule != "tick" {
+		t.Fatalf("get occurrence %s: %+v %v", jobs[0].ID, j, err)
+	}
+
+	// DELETE stops it: at most an occurrence already created fires after.
+	if err := survivor.svc.DeleteSchedule(ctx, "default", "tick"); err != nil {
+		t.Fatal(err)
+	}
+	n := len(rcv.occurrencesOf("default", "tick"))
+	time.Sleep(2500 * time.Millisecond) // two intervals in which nothing may happen
+	if m := len(rcv.occurrencesOf("default", "tick")); m > n+1 {
+		t.Fatalf("%d occurrences fired after the DELETE", m-n)
+	}
+}

@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPutScheduleValidates(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"cron":"*/5 * * * *","every":"1s","callback_url":"http://h/x"}`, "conflicting"},
+		{`{"callback_url":"http://h/x"}`, "cron is missing"},
+		{`{"every":"500ms","callback_url":"http://h/x"}`, "every"},
+		{`{"cron":"61 * * * *","callback_url":"http://h/x"}`, "cron"},
+		{`{"cron":"* * * * *","timezone":"Mars/Base","callback_url":"http://h/x"}`, "timezone"},
+		{`{"cron":"* * * * *"}`, "callback_url is missing"},
+		{`{"cron":"* * * * *","callback_url":"http://h/x","route":"r"}`, "conflicting"},
+		{`{"cron":"* * * * *","callback_url":"http://h/x","start_at":20,"end_at":10}`, "end_at is before start_at"},
+		{`{"cron":"* * * * *","callback_url":"http://h/x","paused":"yes"}`, "paused"},
+		{`{"cron":"* * * * *","callback_url":"http://h/x","trigger_time":1}`, "trigger_time"},
+	} {
+		f := &fakeBackend{}
+		r := do(newTestServer(f).Handler(), "PUT", "/v1/collections/c/schedules/s", tc.body)
+		if r.status != 400 {
+			t.Errorf("%s: status %d %s", tc.body, r.status, r.body)
+			continue
+		}
+		if _, msg := r.errorBody(t); !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: message %q does not mention %q", tc.body, msg, tc.want)
+		}
+	}
+	// An id too long for its occurrence ids.
+	r := do(newTestServer(&fakeBackend{}).Handler(), "PUT", "/v1/collections/c/schedules/"+strings.Repeat("a", 240), `{"every":"1s","callback_url":"http://h/x"}`)
+	if r.status != 400 {
+		t.Fatalf("long id: %d", r.status)
+	}
+}
+
+func TestPutScheduleRoundTrip(t *testing.T) {
+	f := &fakeBackend{created: true}
+	h := newTestServer(f).Handler()
+	r := do(h, "PUT", "/v1/collections/c/schedules/daily", `{"cron":"0 9 * * *","timezone":"Europe/Berlin","route":"billing","meta":{"a": 1},"start_at":"2026-01-01T00:00:00Z"}`)
+	if r.status != 201 {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	sp := f.sf.putSpec
+	if sp.Cron != "0 9 * * *" || sp.Timezone != "Europe/Berlin" || sp.Route != "billing" || string(sp.Meta) != `{"a":1}` || sp.StartAt != 1767225600000 || sp.Hash == 0 {
+		t.Fatalf("spec %+v", sp)
+	}
+	for _, want := range []string{`"id":"daily"`, `"cron":"0 9 * * *"`, `"timezone":"Europe/Berlin"`, `"next_fire_at":1767225600000`, `"paused":false`, `"version":1`} {
+		if !strings.Contains(string(r.body), want) {
+			t.Fatalf("answer lacks %s: %s", want, r.body)
+		}
+	}
+	// What a GET shows can be PUT back.
+	g := do(h, "GET", "/v1/collections/c/schedules/daily", "")
+	if g.status != 200 || !strings.Contains(string(g.body), `"last_status":"succeeded"`) {
+		t.Fatalf("get: %d %s", g.status, g.body)
+	}
+	if r := do(h, "PUT", "/v1/collections/c/schedules/daily", string(g.body)); r.status != 201 {
+		t.Fatalf("put back: %d %s", r.status, r.body)
+	}
+	if f.sf.putSpec.Hash != sp.Hash {
+		t.Fatal("the same spec put back hashes differently")
+	}
+	l := do(h, "GET", "/v1/collections/c/schedules?limit=1", "")
+	if l.status != 200 || !strings.Contains(string(l.body), `"next_cursor":"a"`) || !strings.Contains(string(l.body), `"every":"1s"`) {
+		t.Fatalf("list: %d %s", l.status, l.body)
+	}
+	if d := do(h, "DELETE", "/v1/collections/c/schedules/daily", ""); d.status != 204 {
+		t.Fatalf("delete: %d", d.status)
+	}
+}
+
+func TestRedrive(t *testing.T) {
+	f := &fakeBackend{}
+	h := newTestServer(f).Handler()
+	r := do(h, "POST", "/v1/collections/c/redrive", `{"ids":["a","b"]}`)
+	if r.status != 200 || string(r.body) != `{"redriven":2}` {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	r = do(h, "POST", "/v1/collections/c/redrive", `{"from":10,"to":"2026-01-01T00:00:00Z"}`)
+	if r.status != 200 || f.sf.redriveRange != [2]int64{10, 1767225600000} {
+		t.Fatalf("%d %s %v", r.status, r.body, f.sf.redriveRange)
+	}
+	for _, bad := range []string{`{}`, `{"ids":["a"],"from":1}`, `{"ids":[]}`, `{"ids":["bad id"]}`, `{"from":20,"to":10}`, `{"idz":[]}`} {
+		if r := do(h, "POST", "/v1/collections/c/redrive", bad); r.status != 400 {
+			t.Errorf("%s: %d %s", bad, r.status, r.body)
+		}
+	}
+}

@@ -1,0 +1,245 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/recur"
+)
+
+// firstOccurrence is the first occurrence of spec after now, or 0 while it
+// is paused or has ended. An "every" schedule counts from now.
+func firstOccurrence(spec *model.ScheduleSpec, now int64) (anchor, next int64, err error) {
+	anchor = now
+	r, err := recur.FromSchedule(spec, anchor)
+	if err != nil {
+		return 0, 0, model.Invalid("%v", err)
+	}
+	if spec.Paused {
+		return anchor, 0, nil
+	}
+	// An occurrence at now itself is not in the past: it fires.
+	return anchor, r.Next(now - 1), nil
+}
+
+// PutSchedule creates (created=true) or replaces a schedule. The
+// collection, and the route it names, must exist. The first occurrence is
+// computed here, from this node's clock; a PUT of the same spec again
+// changes nothing.
+func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec) (model.ScheduleView, bool, error) {
+	_, st, err := s.liveCollection(ctx, coll)
+	if err != nil {
+		return model.ScheduleView{}, false, err
+	}
+	if spec.Route != "" {
+		if _, ok := st.Route(spec.Route); !ok {
+			if st, err = s.catchUp(ctx); err != nil {
+				return model.ScheduleView{}, false, err
+			}
+		}
+		if _, ok := st.Route(spec.Route); !ok {
+			return model.ScheduleView{}, false, routeMissing(spec.Route)
+		}
+	}
+	now := s.now()
+	anchor, next, err := firstOccurrence(&spec, now)
+	if err != nil {
+		return model.ScheduleView{}, false, err
+	}
+	sl := s.slotOf(coll, id)
+	cmd := &raftfsm.PutSchedule{Coll: coll, ID: id, Spec: spec, Anchor: anchor, Next: next, Now: now}
+	// Re-sending is safe: the same spec again is "exists".
+	res, resent, err := s.proposeResolved(ctx, sl, cmd)
+	if err != nil {
+		return model.ScheduleView{}, false, fail(err)
+	}
+	r := res[0]
+	created := r.Code == model.CodeCreated
+	if resent && r.Code == model.CodeExists && r.Schedule != nil && r.Schedule.UpdatedAt == now {
+		// The attempt whose outcome was unknown wrote it (its stamp).
+		created = r.Schedule.Version == 1 && r.Schedule.CreatedAt == now
+	}
+	if r.Schedule == nil {
+		return model.ScheduleView{}, false, model.Internal("the slot answered a schedule write without the schedule")
+	}
+	return model.ScheduleView{Schedule: r.Schedule}, created, nil
+}
+
+// GetSchedule reads a schedule on its slot's leader.
+func (s *Service) GetSchedule(ctx context.Context, coll, id string) (model.ScheduleView, error) {
+	if _, err := s.knownCollection(ctx, coll); err != nil {
+		return model.ScheduleView{}, err
+	}
+	sc, st, ok, err := s.fwd.GetSchedule(ctx, s.slotOf(coll, id), coll, id)
+	if err != nil {
+		return model.ScheduleView{}, fail(err)
+	}
+	if !ok {
+		return model.ScheduleView{}, model.NotFound("schedule %q does not exist in collection %q", id, coll)
+	}
+	return model.ScheduleView{Schedule: sc, LastStatus: st}, nil
+}
+
+// DeleteSchedule stops and removes a schedule. Occurrences already created
+// stay jobs of their own.
+func (s *Service) DeleteSchedule(ctx context.Context, coll, id string) error {
+	if _, err := s.knownCollection(ctx, coll); err != nil {
+		return err
+	}
+	res, resent, err := s.proposeResolved(ctx, s.slotOf(coll, id), &raftfsm.DeleteSchedule{Coll: coll, ID: id})
+	if err != nil {
+		return fail(err)
+	}
+	if res[0].Code == model.CodeNotFound {
+		if resent {
+			s.log.Warn("a schedule DELETE's outcome stayed unknown: the schedule is gone", "collection", coll, "id", id)
+			return model.ErrOutcomeUnknown
+		}
+		return model.NotFound("schedule %q does not exist in collection %q", id, coll)
+	}
+	return nil
+}
+
+// ListSchedules lists a collection's schedules in id order, limit at most,
+// after the id after; more says whether a next page exists.
+func (s *Service) ListSchedules(ctx context.Context, coll, after string, limit int) ([]model.ScheduleView, bool, error) {
+	if _, err := s.knownCollection(ctx, coll); err != nil {
+		return nil, false, err
+	}
+	count := s.slotCount()
+	pages := make([]model.ScheduleListPage, count)
+	stats := make([][]string, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for sl := 0; sl < count; sl++ {
+		wg.Add(1)
+		go func(sl int) {
+			defer wg.Done()
+			pages[sl], stats[sl], errs[sl] = s.fwd.ListSchedules(ctx, sl, coll, after, limit)
+		}(sl)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, false, fail(err)
+	}
+	var all []model.ScheduleView
+	more := false
+	for i, p := range pages {
+		more = more || p.More
+		for k, sc := range p.Schedules {
+			st := ""
+			if k < len(stats[i]) {
+				st = stats[i][k]
+			}
+			all = append(all, model.ScheduleView{Schedule: sc, LastStatus: st})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
+	if len(all) > limit {
+		all, more = all[:limit], true
+	}
+	return all, more, nil
+}
+
+// Redrive schedules dead letters again, now, with attempts reset: the
+// jobs named in ids, or those whose trigger time is in [from, to). It
+// answers how many were sent again. Re-sending after an unknown outcome
+// is safe (a redriven job is no longer failed), but the count then misses
+// the ones the lost attempt redrove.
+func (s *Service) Redrive(ctx context.Context, coll string, ids []string, from, to int64) (int64, error) {
+	if _, _, err := s.liveCollection(ctx, coll); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	bySlot := map[int][]string{}
+	if len(ids) > 0 {
+		for _, id := range ids {
+			sl := s.slotOf(coll, id)
+			bySlot[sl] = append(bySlot[sl], id)
+			if sc, _, ok := model.SplitOccurrenceID(id); ok {
+				// An occurrence lives in its schedule's slot.
+				if o := s.slotOf(coll, sc); o != sl {
+					bySlot[o] = append(bySlot[o], id)
+				}
+			}
+		}
+	} else {
+		for sl := 0; sl < s.slotCount(); sl++ {
+			bySlot[sl] = nil
+		}
+	}
+	var (
+		mu    sync.Mutex
+		total int64
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	for sl, sids := range bySlot {
+		wg.Add(1)
+		go func(sl int, sids []string) {
+			defer wg.Done()
+			var n int64
+			var err error
+			if len(ids) > 0 {
+				n, err = s.redriveIDs(ctx, sl, coll, sids, now)
+			} else {
+				n, err = s.redriveRange(ctx, sl, coll, from, to, now)
+			}
+			mu.Lock()
+			total += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+			mu.Unlock()
+		}(sl, sids)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return total, fail(err)
+	}
+	return total, nil
+}
+
+func (s *Service) redriveIDs(ctx context.Context, sl int, coll string, ids []string, now int64) (int64, error) {
+	res, _, err := s.proposeResolved(ctx, sl, &raftfsm.Redrive{Coll: coll, IDs: ids, Now: now})
+	if err != nil {
+		return 0, err
+	}
+	return res[0].N, nil
+}
+
+// redriveRange pages through the slot's dead letters in [from, to) with
+// the list index and redrives each page by id.
+func (s *Service) redriveRange(ctx context.Context, sl int, coll string, from, to, now int64) (int64, error) {
+	if to <= 0 {
+		to = model.MaxTriggerMs
+	}
+	q := model.ListQuery{Coll: coll, Status: model.StatusFailed, From: from, To: to, Limit: model.MaxBatch}
+	var n int64
+	for {
+		page, err := s.fwd.ListSlot(ctx, sl, q)
+		if err != nil {
+			return n, err
+		}
+		if len(page.Jobs) > 0 {
+			ids := make([]string, len(page.Jobs))
+			for i, j := range page.Jobs {
+				ids[i] = j.ID
+			}
+			k, err := s.redriveIDs(ctx, sl, coll, ids, now)
+			n += k
+			if err != nil {
+				return n, err
+			}
+		}
+		if !page.Stopped {
+			return n, nil
+		}
+		pos := page.Pos
+		q.After = &pos
+	}
+}
