@@ -81,6 +81,26 @@ func follower(c *Coalescer, group uint16, hits *atomic.Int64) *Transport {
 	return t
 }
 
+// flushWhenQueued waits until n heartbeats wait for addr, then runs the
+// flush its timer would have run (the tests set an hour-long Flush so the
+// batch is exactly what they queued, however slow the machine).
+func flushWhenQueued(t *testing.T, c *Coalescer, addr string, n int) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d heartbeats queued for %s", n, addr), testutil.True(func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		q := c.queues[addr]
+		return q != nil && len(q.waiting) == n
+	}))
+	c.mu.Lock()
+	stopped := c.queues[addr].timer.Stop()
+	c.mu.Unlock()
+	if !stopped {
+		t.Fatal("the flush timer already ran")
+	}
+	c.flush(addr)
+}
+
 func heartbeat(term uint64) *raft.AppendEntriesRequest {
 	return &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("a"), Addr: []byte("a:1")},
 		Term: term, Leader: []byte("a:1")}
@@ -88,7 +108,7 @@ func heartbeat(term uint64) *raft.AppendEntriesRequest {
 
 func TestManyGroupsOneCallPerPeerPerFlush(t *testing.T) {
 	l := newLoop()
-	a := New(l, Options{Flush: 300 * time.Millisecond})
+	a := New(l, Options{Flush: time.Hour})
 	b := New(l, Options{})
 	l.add("b:1", b)
 	defer a.Close()
@@ -108,6 +128,7 @@ func TestManyGroupsOneCallPerPeerPerFlush(t *testing.T) {
 			errs[g] = a.Heartbeat("b:1", uint16(g), heartbeat(7), &resps[g])
 		}()
 	}
+	flushWhenQueued(t, a, "b:1", groups)
 	wg.Wait()
 	for g := 0; g < groups; g++ {
 		if errs[g] != nil {
@@ -130,7 +151,7 @@ func TestManyGroupsOneCallPerPeerPerFlush(t *testing.T) {
 
 func TestSeparateCallsPerPeer(t *testing.T) {
 	l := newLoop()
-	a := New(l, Options{Flush: 200 * time.Millisecond})
+	a := New(l, Options{Flush: time.Hour})
 	b, c := New(l, Options{}), New(l, Options{})
 	l.add("b:1", b)
 	l.add("c:1", c)
@@ -152,6 +173,8 @@ func TestSeparateCallsPerPeer(t *testing.T) {
 			}()
 		}
 	}
+	flushWhenQueued(t, a, "b:1", 10)
+	flushWhenQueued(t, a, "c:1", 10)
 	wg.Wait()
 	if l.count("b:1") != 1 || l.count("c:1") != 1 {
 		t.Fatalf("calls: b %d, c %d; want one each", l.count("b:1"), l.count("c:1"))
@@ -335,4 +358,37 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Heartbeats that make their group persist a new term (slow: an fsync)
+// do not hold up one another, nor the rest of the batch, in sequence.
+func TestSlowHeartbeatsRunInParallel(t *testing.T) {
+	l := newLoop()
+	a := New(l, Options{Flush: time.Hour})
+	b := New(l, Options{})
+	l.add("b:1", b)
+	defer a.Close()
+	const groups, slow = 40, 100 * time.Millisecond
+	for g := uint16(0); g < groups; g++ {
+		f := follower(b, g, nil)
+		fast := f.h.fn
+		f.h.fn = func(rpc raft.RPC) { time.Sleep(slow); fast(rpc) }
+	}
+	var wg sync.WaitGroup
+	for g := uint16(0); g < groups; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r raft.AppendEntriesResponse
+			if err := a.Heartbeat("b:1", g, heartbeat(2), &r); err != nil || r.LastLog != uint64(g) {
+				t.Errorf("group %d: %v %+v", g, err, r)
+			}
+		}()
+	}
+	start := time.Now()
+	flushWhenQueued(t, a, "b:1", groups)
+	wg.Wait()
+	if took := time.Since(start); took > groups*slow/4 {
+		t.Fatalf("a batch of %d heartbeats taking %v each took %v", groups, slow, took)
+	}
 }
