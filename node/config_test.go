@@ -18,6 +18,8 @@ func TestConfigValidate(t *testing.T) {
 		{"defaults", func(*Config) {}, ""},
 		{"node id", func(c *Config) { c.NodeID = "-bad" }, "--node-id"},
 		{"slots", func(c *Config) { c.Slots = -1 }, "--slots"},
+		{"4096 slots", func(c *Config) { c.Slots = 4096 }, ""},
+		{"slots beyond the key encoding", func(c *Config) { c.Slots = 1 << 16 }, "--slots"},
 		{"replicas", func(c *Config) { c.Replicas = 8 }, "--replicas"},
 		{"largest meta", func(c *Config) { c.MaxMetaBytes = model.MaxMetaBytesLimit }, ""},
 		{"meta larger than the log format decodes", func(c *Config) { c.MaxMetaBytes = model.MaxMetaBytesLimit + 1 }, "--max-meta-bytes"},

@@ -20,6 +20,7 @@ import (
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/rpc/beat"
 	"github.com/timemachine-db/timemachine/rpc/httpapi"
 	"github.com/timemachine-db/timemachine/rpc/mux"
 	"github.com/timemachine-db/timemachine/rpc/peer"
@@ -43,6 +44,7 @@ type Node struct {
 	db      *storage.DB
 	logDB   *storage.RaftLogDB
 	mux     *mux.Mux
+	beats   *beat.Coalescer // the slots' heartbeats, coalesced per peer node
 	rpcSrv  *peer.Server
 	rpc     *peer.Client
 	meta    *meta.Replica
@@ -137,6 +139,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
 	n.rpcSrv.SetClock(cfg.Clock)
 	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
+	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log})
+	n.beats.Serve(n.rpcSrv)
 	interval, lease, deadAfter := livenessTiming(cfg.Timing)
 	n.live = liveness.New(liveness.Config{
 		Self: n.id.NodeID, Peers: n.livePeers, Pinger: n.rpc, Clock: cfg.Clock,
@@ -411,6 +415,9 @@ func (n *Node) closeParts(graceful bool) error {
 		if err := n.meta.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if n.beats != nil {
+		_ = n.beats.Close()
 	}
 	if n.rpcSrv != nil {
 		_ = n.rpcSrv.Close()

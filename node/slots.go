@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/timemachine-db/timemachine/slot"
 )
 
@@ -34,6 +36,7 @@ func (n *Node) openSlot(s int) (*slot.Replica, error) {
 		Logger: n.log, RaftLogLevel: n.cfg.RaftLogLevel, Clock: n.cfg.Clock, Timing: n.cfg.Timing,
 		FireSlots: n.fireSlots, Targets: n.targets, MaintenanceInterval: n.cfg.MaintenanceInterval, OnFatal: n.onFatal,
 		MetaReady: n.meta.WaitCaughtUp, Fence: n.live,
+		WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return n.beats.Wrap(uint16(s), nt) },
 	})
 	if err != nil {
 		_ = stream.Close()

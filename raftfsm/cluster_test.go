@@ -1,6 +1,7 @@
 package raftfsm
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -107,4 +108,32 @@ func TestPreferredLeadersAndTombstones(t *testing.T) {
 	if _, ok := st.Tombstone("n2"); !ok {
 		t.Fatal("an older state version changed: states must be immutable")
 	}
+}
+
+// The slot table of the largest clusters we plan for (4,096 slots on 100
+// nodes) forms in one InitCluster entry and decodes back unchanged; its
+// size is what docs/scaling.md counts for the meta group.
+func TestInitClusterAtScale(t *testing.T) {
+	const slots, nodes = 4096, 100
+	init := &InitCluster{SlotCount: slots, ReplicationFactor: 3, Now: 5}
+	for i := 0; i < nodes; i++ {
+		id := fmt.Sprintf("node-%03d", i)
+		init.Nodes = append(init.Nodes, model.Node{ID: id, HTTPAddr: "10.0.0.1:8080", BindAddr: "10.0.0.1:7000", SerfAddr: "10.0.0.1:7946", Status: model.NodeAlive})
+	}
+	for s := 0; s < slots; s++ {
+		init.Slots = append(init.Slots, model.SlotEntry{Replicas: []string{init.Nodes[s%nodes].ID, init.Nodes[(s+1)%nodes].ID, init.Nodes[(s+2)%nodes].ID}, Epoch: 1})
+	}
+	b := Encode(init)
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d commands", len(got))
+	}
+	back, ok := got[0].(*InitCluster)
+	if !ok || back.SlotCount != slots || len(back.Slots) != slots || len(back.Nodes) != nodes || back.Slots[4095].Replicas[2] != init.Slots[4095].Replicas[2] {
+		t.Fatalf("decoded %T %+v", got[0], back)
+	}
+	t.Logf("InitCluster with %d slots on %d nodes: %d bytes", slots, nodes, len(b))
 }

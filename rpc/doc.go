@@ -3,6 +3,8 @@
 //
 //   - rpc/mux: the node's single internal TCP port (--bind-addr), shared by
 //     every raft group and the node-to-node RPC through a connection header.
+//   - rpc/peer: node-to-node calls (framing, a handler registry).
+//   - rpc/beat: the slots' raft heartbeats, coalesced per peer node.
 //   - rpc/httpapi: the public HTTP API (developer and admin) on fasthttp.
 //   - rpc/webhook: the outbound callback client and Standard Webhooks signing.
 //

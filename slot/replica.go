@@ -79,6 +79,9 @@ type Config struct {
 	LogDB  *storage.RaftLogDB
 	DB     *storage.DB
 	Stream raft.StreamLayer
+	// WrapTransport, when set, wraps the replica's raft transport (the
+	// node's heartbeat coalescer, rpc/beat).
+	WrapTransport func(*raft.NetworkTransport) raft.Transport
 	// Meta returns the current meta state (collections and routes), read at
 	// fire time so a route's URL is the one configured when the job fires.
 	Meta      func() *raftfsm.MetaState
@@ -209,10 +212,11 @@ func Open(cfg Config) (*Replica, error) {
 		NodeID:            cfg.NodeID,
 		Dir:               cfg.Dir,
 		Stream:            cfg.Stream,
+		WrapTransport:     cfg.WrapTransport,
 		FSM:               fsm,
 		Logger:            r.log,
 		RaftLogLevel:      cfg.RaftLogLevel,
-		Timing:            cfg.Timing,
+		Timing:            slotTiming(cfg.Timing),
 		NoRestoreOnStart:  true,
 		TrailingLogs:      64,
 		SnapshotThreshold: 4096,
@@ -248,6 +252,27 @@ func Open(cfg Config) (*Replica, error) {
 // groupName is the slot's raft group name (logs, and its keys in the
 // shared raft log file).
 func groupName(s int) string { return fmt.Sprintf("slot-%d", s) }
+
+// SlotCommitTimeout is a slot group's raft CommitTimeout unless the
+// Timing sets one. hashicorp/raft sends every follower an AppendEntries
+// every CommitTimeout (randomised up to twice that) even when nothing
+// changed, only so an idle follower learns the commit index soon; at the
+// library's 20-50 ms that was five times the heartbeat traffic and the
+// largest idle cost of a slot (docs/scaling.md). It delays nothing a
+// client waits for: the leader commits and answers without it, writes
+// carry the commit index as they flow, and a new leader applies
+// everything before it fires (Barrier). An idle follower's FSM simply
+// lags by up to twice this. The meta group keeps the short default,
+// since every node reads its local copy of the meta state.
+const SlotCommitTimeout = time.Second
+
+// slotTiming fills in SlotCommitTimeout.
+func slotTiming(t raftgroup.Timing) raftgroup.Timing {
+	if t.CommitTimeout == 0 {
+		t.CommitTimeout = SlotCommitTimeout
+	}
+	return t
+}
 
 // recover runs before raft starts. The FSM state persisted in Pebble is
 // normally ahead of the latest snapshot and raft only replays the log tail

@@ -1,0 +1,375 @@
+package beat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/rpc/peer"
+)
+
+// MethodHeartbeats is the node-to-node method that carries a batch of
+// heartbeats (see the package doc for the body).
+const MethodHeartbeats peer.Method = 30
+
+// Caller sends one node-to-node call (rpc/peer's Client).
+type Caller interface {
+	Call(ctx context.Context, addr string, m peer.Method, body []byte) ([]byte, error)
+}
+
+// Registrar registers a node-to-node method handler (rpc/peer's Server).
+type Registrar interface {
+	Handle(m peer.Method, h peer.HandlerFunc)
+}
+
+// Options configures a Coalescer. Zero values take the defaults.
+type Options struct {
+	// Flush is how long the first heartbeat to a peer waits for others
+	// before the batch goes out (default 20 ms: raft sends a heartbeat
+	// every 100-200 ms and the leader lease is 500 ms).
+	Flush time.Duration
+	// Timeout bounds one batch's call (default 2 s); a heartbeat whose
+	// batch times out is sent the stock way.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+const (
+	defaultFlush   = 20 * time.Millisecond
+	defaultTimeout = 2 * time.Second
+)
+
+// ErrClosed is returned for heartbeats after Close.
+var ErrClosed = errors.New("beat: coalescer closed")
+
+// Coalescer gathers the heartbeats of every group on this node per target
+// node and answers those that peers send here. One per node.
+type Coalescer struct {
+	call Caller
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	queues   map[string]*queue // target address → heartbeats waiting for the flush
+	closed   bool
+	inflight sync.WaitGroup
+
+	hmu      sync.RWMutex
+	handlers map[uint16]*handler // group → its raft's heartbeat handler
+
+	batches, answered, fellBack atomic.Uint64
+}
+
+// Stats counts what the Coalescer did since it started.
+type Stats struct {
+	Batches  uint64 // calls sent, each carrying one or more heartbeats
+	Answered uint64 // heartbeats a peer's group answered through a batch
+	FellBack uint64 // heartbeats sent the stock way after a batch failed
+}
+
+// Stats returns the counters.
+func (c *Coalescer) Stats() Stats {
+	return Stats{Batches: c.batches.Load(), Answered: c.answered.Load(), FellBack: c.fellBack.Load()}
+}
+
+type queue struct {
+	waiting []*pending
+	timer   *time.Timer // the armed flush, while waiting is not empty
+}
+
+type pending struct {
+	item item
+	done chan answer // buffered 1; one answer, always
+}
+
+type handler struct {
+	mu sync.Mutex
+	fn func(raft.RPC)
+}
+
+func (h *handler) get() func(raft.RPC) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fn
+}
+
+// New returns a Coalescer that sends through call.
+func New(call Caller, o Options) *Coalescer {
+	if o.Flush <= 0 {
+		o.Flush = defaultFlush
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = defaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Coalescer{call: call, opts: o, log: o.Logger.With("component", "beat"),
+		queues: map[string]*queue{}, handlers: map[uint16]*handler{}}
+}
+
+// Serve registers the handler of MethodHeartbeats on srv.
+func (c *Coalescer) Serve(srv Registrar) { srv.Handle(MethodHeartbeats, c.handle) }
+
+// Close fails the heartbeats waiting for a flush and every later one (they
+// then go the stock way), and waits for batches in flight.
+func (c *Coalescer) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	queues := c.queues
+	c.queues = map[string]*queue{}
+	c.mu.Unlock()
+	for _, q := range queues {
+		if q.timer != nil && q.timer.Stop() {
+			c.inflight.Done() // its flush will not run
+		}
+		for _, p := range q.waiting {
+			p.done <- answer{err: ErrClosed.Error()}
+		}
+	}
+	c.inflight.Wait()
+	return nil
+}
+
+// IsHeartbeat reports whether req is a raft heartbeat: the same test the
+// stock NetworkTransport uses for its fast path.
+func IsHeartbeat(req *raft.AppendEntriesRequest) bool {
+	leader := req.Addr
+	if len(leader) == 0 {
+		leader = req.Leader
+	}
+	return req.Term != 0 && leader != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
+		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+}
+
+// Heartbeat sends req to group on the node at target within the next
+// batch and fills resp with that group's answer. Any error means the
+// heartbeat may not have reached the group; the caller sends it the stock
+// way.
+func (c *Coalescer) Heartbeat(target raft.ServerAddress, group uint16, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	p := &pending{item: item{group: group, req: raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion, ID: req.ID, Addr: req.Addr},
+		Term:      req.Term, Leader: req.Leader,
+	}}, done: make(chan answer, 1)}
+	addr := string(target)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	q := c.queues[addr]
+	if q == nil {
+		q = &queue{}
+		c.queues[addr] = q
+	}
+	q.waiting = append(q.waiting, p)
+	if len(q.waiting) == 1 {
+		c.inflight.Add(1)
+		q.timer = time.AfterFunc(c.opts.Flush, func() { c.flush(addr) })
+	}
+	c.mu.Unlock()
+	a := <-p.done
+	switch {
+	case a.err == "":
+		*resp = a.resp
+		c.answered.Add(1)
+		return nil
+	case a.remote:
+		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, ErrRefused, a.err)
+	default:
+		return fmt.Errorf("beat: heartbeat of group %d to %s: %s", group, addr, a.err)
+	}
+}
+
+// ErrRefused: the peer answered that the group cannot take the heartbeat
+// (not open there, or shutting down). The stock path would be refused
+// too (the peer's mux serves no such group), so the Transport does not
+// retry it there: a slot opening on a peer would otherwise cost a dial
+// and two 256 KiB buffers per heartbeat until it is open.
+var ErrRefused = errors.New("refused by the peer")
+
+// flush sends what waits for addr as one call and hands out the answers.
+func (c *Coalescer) flush(addr string) {
+	defer c.inflight.Done()
+	c.mu.Lock()
+	q := c.queues[addr]
+	var batch []*pending
+	if q != nil {
+		batch = q.waiting
+		q.waiting = nil
+	}
+	c.mu.Unlock()
+	if len(batch) == 0 {
+		return // Close answered them
+	}
+	items := make([]item, len(batch))
+	for i, p := range batch {
+		items[i] = p.item
+	}
+	c.batches.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	out, err := c.call.Call(ctx, addr, MethodHeartbeats, encodeItems(nil, items))
+	cancel()
+	var as []answer
+	if err == nil {
+		as, err = decodeAnswers(out)
+		if err == nil && len(as) != len(batch) {
+			err = fmt.Errorf("beat: %d answers to %d heartbeats", len(as), len(batch))
+		}
+	}
+	if err != nil {
+		msg := err.Error()
+		for _, p := range batch {
+			p.done <- answer{err: msg}
+		}
+		return
+	}
+	for i, p := range batch {
+		a := as[i]
+		a.remote = a.err != ""
+		p.done <- a
+	}
+}
+
+// register makes fn answer the heartbeats for group; the returned handler
+// is the registration, for unregister.
+func (c *Coalescer) register(group uint16) *handler {
+	h := &handler{}
+	c.hmu.Lock()
+	c.handlers[group] = h
+	c.hmu.Unlock()
+	return h
+}
+
+// unregister drops h if it is still group's registration (a replica of the
+// same slot opened again since replaces it).
+func (c *Coalescer) unregister(group uint16, h *handler) {
+	c.hmu.Lock()
+	if c.handlers[group] == h {
+		delete(c.handlers, group)
+	}
+	c.hmu.Unlock()
+	h.mu.Lock()
+	h.fn = nil
+	h.mu.Unlock()
+}
+
+// handle answers a batch from a peer: each heartbeat goes to its group's
+// raft heartbeat handler, which answers synchronously (raft's
+// processHeartbeat responds before it returns, or not at all when the
+// group is shutting down).
+func (c *Coalescer) handle(_ context.Context, body []byte) ([]byte, error) {
+	items, err := decodeItems(body)
+	if err != nil {
+		return nil, err
+	}
+	as := make([]answer, len(items))
+	// A heartbeat normally takes microseconds, but one from a newer term
+	// makes its group persist the term first (an fsync). Run in sequence,
+	// that would hold up every later heartbeat of the batch — and the
+	// leases of their leaders — so once the batch has taken slowAfter the
+	// rest run in parallel (their writes then share a commit of the log
+	// file).
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range items {
+		if time.Since(start) < slowAfter {
+			c.answer(&items[i], &as[i])
+			continue
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c.answer(&items[i], &as[i])
+		}(i)
+	}
+	wg.Wait()
+	return encodeAnswers(nil, as), nil
+}
+
+// slowAfter: see handle.
+const slowAfter = 2 * time.Millisecond
+
+// answer hands one heartbeat to its group's raft and records the answer.
+func (c *Coalescer) answer(it *item, a *answer) {
+	c.hmu.RLock()
+	h := c.handlers[it.group]
+	c.hmu.RUnlock()
+	var fn func(raft.RPC)
+	if h != nil {
+		fn = h.get()
+	}
+	if fn == nil {
+		a.err = fmt.Sprintf("group %d is not open here", it.group)
+		return
+	}
+	respCh := make(chan raft.RPCResponse, 1)
+	fn(raft.RPC{Command: &it.req, RespChan: respCh})
+	select {
+	case r := <-respCh:
+		if r.Error != nil {
+			a.err = r.Error.Error()
+			return
+		}
+		resp, ok := r.Response.(*raft.AppendEntriesResponse)
+		if !ok || resp == nil {
+			a.err = fmt.Sprintf("unexpected answer %T", r.Response)
+			return
+		}
+		a.resp = *resp
+	default:
+		a.err = fmt.Sprintf("group %d is shutting down", it.group)
+	}
+}
+
+// Transport is a group's raft transport: the stock NetworkTransport, with
+// heartbeats sent through the node's Coalescer (and, should that fail, the
+// stock way).
+type Transport struct {
+	*raft.NetworkTransport
+	c     *Coalescer
+	group uint16
+	h     *handler
+}
+
+// Wrap returns group's transport over nt. Close unregisters it.
+func (c *Coalescer) Wrap(group uint16, nt *raft.NetworkTransport) *Transport {
+	return &Transport{NetworkTransport: nt, c: c, group: group, h: c.register(group)}
+}
+
+// AppendEntries implements raft.Transport.
+func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if IsHeartbeat(args) {
+		err := t.c.Heartbeat(target, t.group, args, resp)
+		if err == nil || errors.Is(err, ErrRefused) {
+			return err
+		}
+		t.c.fellBack.Add(1)
+	}
+	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+}
+
+// SetHeartbeatHandler implements raft.Transport: coalesced heartbeats and
+// those that come the stock way reach the same handler.
+func (t *Transport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	t.h.mu.Lock()
+	t.h.fn = cb
+	t.h.mu.Unlock()
+	t.NetworkTransport.SetHeartbeatHandler(cb)
+}
+
+// Close implements raft.WithClose.
+func (t *Transport) Close() error {
+	t.c.unregister(t.group, t.h)
+	return t.NetworkTransport.Close()
+}

@@ -1,0 +1,43 @@
+// Package beat carries raft heartbeats between two nodes coalesced: every
+// slot group on a node sends its heartbeats to a peer node through one
+// Coalescer, which gathers those of all groups for up to 20 ms and sends them
+// as one node-to-node call (rpc/peer, MethodHeartbeats); the peer hands each
+// heartbeat to its own group's raft and answers all of them in one reply.
+//
+// # Why
+//
+// hashicorp/raft's leader sends each follower of each group a heartbeat
+// every HeartbeatTimeout/10 (100-200 ms here) as its own RPC: with 1,024
+// slots on 3 nodes that is ~14,000 RPCs a second, each a msgpack encode, a
+// write, a read and a goroutine wake-up on both sides, for nothing but
+// "still here". Coalesced, the same heartbeats are ~200 calls a second
+// (one per peer direction per flush), the rest being a function call per
+// group on the receiver.
+//
+// # Failure detection is not weakened
+//
+// An answer still comes only from the group itself: the receiver calls the
+// heartbeat handler raft registered for that group (the fast path stock
+// NetworkTransport uses too) and returns exactly what it answered. A group
+// that is not open on the peer (or is shutting down) fails the heartbeat,
+// as the peer's mux would have refused the stock connection. A peer that
+// does not know the method (an older binary), an unreachable peer or a
+// timeout make the coalesced attempt fail, and the Transport then sends
+// the heartbeat the stock way, so raft sees the same success or failure it
+// would have seen without this package. The coalescing delay (Options.Flush, 20 ms) is small against
+// the 500 ms leader lease and the 1 s heartbeat timeout.
+//
+// Only heartbeats are coalesced (AppendEntries with no entries, no previous
+// entry and no commit index: raft's heartbeat(), the same test
+// NetworkTransport's fast path applies). Log replication, votes, snapshots
+// and timeout-now keep the group's own NetworkTransport connections.
+//
+// # Wire format (MethodHeartbeats body)
+//
+// Request: uvarint n, then n items: u16 group | uvarint term | uvarint
+// protocol version | bytes id | bytes addr | bytes leader. Answer: uvarint
+// n, then per item in request order: u8 0 | uvarint term | uvarint last log
+// | u8 flags (1 success, 2 no-retry-backoff) | uvarint protocol version |
+// bytes id | bytes addr; or u8 1 | bytes message (this item failed).
+// bytes is uvarint length then the bytes.
+package beat
