@@ -79,6 +79,11 @@ how late (or early) each callback arrived.`,
 	f.DurationVar(&cfg.WaitTimeout, "wait", bench.DefaultWaitTimeout, "how long to wait for missing callbacks after the last trigger")
 	f.BoolVar(&cfg.CreateOnly, "create-only", false, "only create (far-future triggers) and report the create rate")
 	f.StringVar(&cfg.IDPrefix, "id-prefix", "", "job id prefix (default: random per run)")
+	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "deliver through a route limited to this many deliveries/s (rate_limit.per_second)")
+	f.IntVar(&cfg.Burst, "burst", 0, "the route's rate_limit.burst (0: the server's default)")
+	f.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "deliver through a route with this max_in_flight")
+	f.IntVar(&cfg.BatchJobs, "batch-max-jobs", 0, "deliver through a batched route, up to this many jobs per POST (batch.max_jobs)")
+	f.DurationVar(&cfg.BatchWait, "batch-max-wait", 0, "the batched route's batch.max_wait")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	registerAuthFlags(cmd, &cfg.Token, &cfg.CAFile)
 	return cmd
