@@ -169,6 +169,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.lanes = slot.NewLanes(slot.LanesConfig{
 		Clock: cfg.Clock, Batch: n.dlv, Metrics: n.metrics, Logger: n.log,
 		SlotCount: func() int { return n.meta.State().SlotCount },
+		Route:     func(name string) (*model.Route, bool) { return n.meta.State().Route(name) },
 	})
 
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {

@@ -34,6 +34,7 @@ type Lanes struct {
 	batch   BatchDeliverer
 	metrics LaneMetrics
 	log     *slog.Logger
+	routeOf func(name string) (*model.Route, bool)
 
 	mu      sync.Mutex
 	leading int
@@ -81,6 +82,10 @@ type LanesConfig struct {
 	Batch   BatchDeliverer
 	Metrics LaneMetrics
 	Logger  *slog.Logger
+	// Route, if set, returns a route's current configuration: a lane
+	// re-reads it on every pass, so a limit raised (or removed) applies to
+	// the jobs already held back, not only to those queued later.
+	Route func(name string) (*model.Route, bool)
 }
 
 // NewLanes returns a node's lanes; share one across the node's replicas.
@@ -94,7 +99,7 @@ func NewLanes(c LanesConfig) *Lanes {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return &Lanes{clock: c.Clock, slots: c.SlotCount, batch: c.Batch, metrics: c.Metrics, log: c.Logger, lanes: map[string]*lane{}}
+	return &Lanes{clock: c.Clock, slots: c.SlotCount, batch: c.Batch, metrics: c.Metrics, log: c.Logger, routeOf: c.Route, lanes: map[string]*lane{}}
 }
 
 // pending is a due job waiting in a lane. It counts as a fire of its
@@ -289,6 +294,12 @@ func (l *Lanes) run(ln *lane) {
 // rate limit and the in-flight cap. Otherwise it returns how long to wait
 // (0: until woken).
 func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wait time.Duration) {
+	if l.routeOf != nil {
+		if cur, ok := l.routeOf(ln.name); ok {
+			ln.route = *cur
+		}
+		// A deleted route keeps its last limits: its jobs fail as they fire.
+	}
 	rt := &ln.route
 	share := l.share()
 	if rt.MaxInFlight > 0 && ln.inflight >= inFlightShare(rt.MaxInFlight, share) {

@@ -224,3 +224,29 @@ func TestLaneShares(t *testing.T) {
 		t.Fatalf("share with no slots led: %v", s)
 	}
 }
+
+// TestLanesLimitRaised: raising a route's limit applies to the jobs it
+// already holds back, not only to later ones.
+func TestLanesLimitRaised(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	for i := 0; i < 30; i++ {
+		f.add(fmt.Sprintf("j%02d", i), now-100)
+	}
+	f.off = now - 1000
+	var mu sync.Mutex
+	cur := &model.Route{Name: "r", RateLimit: model.RateLimit{PerSecond: 0.5, Burst: 1}}
+	lanes := NewLanes(LanesConfig{Route: func(string) (*model.Route, bool) { mu.Lock(); defer mu.Unlock(); return cur, true }})
+	startPacedSched(t, f, lanes, cur)
+	f.waitFired(t, 1)
+	mu.Lock()
+	cur = &model.Route{Name: "r", RateLimit: model.RateLimit{PerSecond: 1000, Burst: 100}}
+	mu.Unlock()
+	// The lane sleeps until its next token (2 s at the old rate) at most.
+	testutil.Eventually(t, 5*time.Second, "the backlog drained at the new rate", func() error {
+		if n := len(f.firedIDs()); n < 30 {
+			return fmt.Errorf("%d fired", n)
+		}
+		return nil
+	})
+}
