@@ -45,4 +45,44 @@ type Route struct {
 	TimeoutMs     int64             `json:"timeout_ms"`
 	CreatedAt     int64             `json:"created_at"`
 	UpdatedAt     int64             `json:"updated_at"`
+
+	// Delivery control (docs/api.md#route-delivery-control), all optional:
+	// the zero value of each is "unset".
+	RateLimit   RateLimit   `json:"rate_limit,omitzero"`
+	MaxInFlight int64       `json:"max_in_flight,omitempty"`
+	Batch       BatchPolicy `json:"batch,omitzero"`
 }
+
+// RateLimit caps deliveries to a route, cluster-wide: PerSecond on
+// average, bursts of up to Burst. PerSecond 0 is unset.
+type RateLimit struct {
+	PerSecond float64 `json:"per_second,omitempty"`
+	Burst     int64   `json:"burst,omitempty"`
+}
+
+// Set reports whether a rate limit is configured.
+func (r RateLimit) Set() bool { return r.PerSecond > 0 }
+
+// EffectiveBurst is the burst with its default filled in: a tenth of a
+// second's worth, at least 1.
+func (r RateLimit) EffectiveBurst() int64 {
+	if r.Burst > 0 {
+		return r.Burst
+	}
+	return max(1, int64(r.PerSecond/10))
+}
+
+// BatchPolicy makes a route receive its due jobs together: up to MaxJobs
+// per POST, waiting at most MaxWaitMs for a batch to fill. MaxJobs 0 is
+// unset.
+type BatchPolicy struct {
+	MaxJobs   int64 `json:"max_jobs,omitempty"`
+	MaxWaitMs int64 `json:"max_wait_ms,omitempty"`
+}
+
+// Set reports whether batching is configured.
+func (b BatchPolicy) Set() bool { return b.MaxJobs > 0 }
+
+// Paced reports whether the route has any delivery control: its jobs then
+// go through the node's per-route lanes rather than straight to the pool.
+func (r *Route) Paced() bool { return r.RateLimit.Set() || r.MaxInFlight > 0 || r.Batch.Set() }

@@ -52,3 +52,14 @@ const (
 	MaxRetention       = 10 * 365 * 24 * time.Hour
 	MinRetryInterval   = time.Millisecond
 )
+
+// Route delivery control bounds (docs/api.md#route-delivery-control).
+const (
+	MaxRatePerSecond = 1_000_000
+	MinRatePerSecond = 0.001 // one delivery every 1000 s
+	MaxRateBurst     = 1_000_000
+	MaxRouteInFlight = 100_000
+	MaxBatchJobs     = 1000
+	MaxBatchWait     = 10 * time.Second
+	DefaultBatchJobs = 100
+)

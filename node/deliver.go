@@ -123,6 +123,68 @@ func (d *deliverer) Deliver(ctx context.Context, x *slot.Delivery) slot.Delivery
 	}
 }
 
+// DeliverBatch sends a batched delivery to a route and translates the
+// answer into one result per job: a non-2xx answer (or none) is every
+// job's result; a 2xx answer decides per job from its "results" (a job it
+// does not name succeeded).
+func (d *deliverer) DeliverBatch(ctx context.Context, x *slot.BatchDelivery) []slot.DeliveryResult {
+	out := make([]slot.DeliveryResult, len(x.Jobs))
+	fail := func(err error) []slot.DeliveryResult {
+		for i := range out {
+			out[i] = slot.DeliveryResult{Err: err}
+		}
+		return out
+	}
+	key, err := d.key(x.SigningSecret)
+	if err != nil {
+		return fail(err)
+	}
+	hdrs, err := d.headers(x.Headers)
+	if err != nil {
+		return fail(err)
+	}
+	jobs := make([]webhook.BatchJob, len(x.Jobs))
+	for i, j := range x.Jobs {
+		jobs[i] = webhook.BatchJob{
+			Payload:        webhook.Payload{ID: j.ID, Collection: j.Collection, TriggerTime: j.TriggerTime, Attempt: int(x.Attempts[i]), Meta: j.Meta},
+			IdempotencyKey: webhook.IdempotencyKey(j.Collection, j.ID, j.TriggerTime),
+		}
+	}
+	res := d.c.DeliverBatch(ctx, &webhook.BatchRequest{URL: x.URL, Headers: hdrs, Jobs: jobs, SigningKey: key, Timeout: x.Timeout, Now: x.Now})
+	whole := slot.DeliveryResult{
+		StatusCode:    res.StatusCode,
+		Err:           res.Err,
+		TimedOut:      res.TimedOut,
+		RetryAfter:    res.RetryAfter,
+		HasRetryAfter: res.HasRetryAfter,
+		RescheduleErr: res.RescheduleErr,
+		BodySnippet:   excerpt(res.BodySnippet),
+		Permanent:     errors.Is(res.Err, webhook.ErrRefused),
+	}
+	for i := range out {
+		out[i] = whole
+		if res.Jobs == nil || !res.Jobs[i].Answered {
+			continue
+		}
+		jr := res.Jobs[i]
+		switch jr.Outcome {
+		case webhook.OutcomeRetry:
+			out[i] = slot.DeliveryResult{StatusCode: 0, Err: errBatchRetry}
+		case webhook.OutcomeFail:
+			out[i] = slot.DeliveryResult{Err: errBatchFail, Permanent: true}
+		default:
+			out[i] = slot.DeliveryResult{StatusCode: res.StatusCode, RescheduleAt: jr.RescheduleAt, RescheduleIn: jr.RescheduleIn, RescheduleErr: jr.Err}
+		}
+	}
+	return out
+}
+
+// The per-job answers of a batch, as last_error shows them.
+var (
+	errBatchRetry = errors.New(`the batch answer said "retry" for this job`)
+	errBatchFail  = errors.New(`the batch answer said "fail" for this job`)
+)
+
 // excerptMax bounds the part of a receiver's answer kept in last_error.
 const excerptMax = 128
 

@@ -28,6 +28,8 @@ type metrics struct {
 	httpLatency *prometheus.HistogramVec
 	elections   *prometheus.CounterVec
 	leaderMoves *prometheus.CounterVec
+	routeLate   *prometheus.HistogramVec
+	routeHeld   *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) *metrics {
@@ -53,10 +55,17 @@ func newMetrics(n *Node) *metrics {
 		Help: "Elections this node's replicas started (pre-vote included), by group: a slot number or \"meta\"."}, []string{"group"})
 	m.leaderMoves = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "timemachine_raft_leader_changes_total",
 		Help: "Leader changes this node's replicas saw (elections won by someone else, transfers), by group: a slot number or \"meta\"."}, []string{"group"})
+	m.routeLate = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "timemachine_route_fire_lateness_seconds",
+		Help:    "How long after its due time a first attempt to a route with delivery control started (rate limits and in-flight caps show here), by route.",
+		Buckets: []float64{.001, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"route"})
+	m.routeHeld = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "timemachine_route_held_back_total",
+		Help: "Jobs that waited for their route's rate limit or in-flight cap, by route."}, []string{"route"})
 	for _, o := range []string{"succeeded", "failed", "retried", "rescheduled"} {
 		m.outcomes.WithLabelValues(o)
 	}
-	m.reg.MustRegister(m.created, m.fired, m.firstFires, m.outcomes, m.lateness, m.applyTime, m.httpReqs, m.httpLatency, m.elections, m.leaderMoves,
+	m.reg.MustRegister(m.created, m.fired, m.firstFires, m.outcomes, m.lateness, m.applyTime, m.httpReqs, m.httpLatency, m.elections, m.leaderMoves, m.routeLate, m.routeHeld, &laneCollector{n: n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&slotCollector{n: n}, &securityCollector{n: n}, &clockCollector{n: n})
 	return m
@@ -64,6 +73,33 @@ func newMetrics(n *Node) *metrics {
 
 func (m *metrics) handler() fasthttp.RequestHandler {
 	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+}
+
+// slot.LaneMetrics.
+
+func (m *metrics) RouteLateness(route string) func(time.Duration) {
+	o := m.routeLate.WithLabelValues(route)
+	return func(d time.Duration) { o.Observe(d.Seconds()) }
+}
+
+func (m *metrics) HeldBack(route string) { m.routeHeld.WithLabelValues(route).Inc() }
+
+// laneCollector reports the jobs waiting in each route's lane at scrape
+// time.
+type laneCollector struct{ n *Node }
+
+var heldBackDesc = prometheus.NewDesc("timemachine_route_held_back_jobs",
+	"Due jobs of a route waiting on this node for its rate limit, in-flight cap or batch, by route.", []string{"route"}, nil)
+
+func (c *laneCollector) Describe(ch chan<- *prometheus.Desc) { ch <- heldBackDesc }
+
+func (c *laneCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.n.lanes == nil {
+		return
+	}
+	for route, n := range c.n.lanes.HeldBack() {
+		ch <- prometheus.MustNewConstMetric(heldBackDesc, prometheus.GaugeValue, float64(n), route)
+	}
 }
 
 // slot.Metrics.

@@ -59,6 +59,7 @@ type Node struct {
 	wired     chan struct{}
 	fireSlots chan struct{}
 	targets   *slot.Targets
+	lanes     *slot.Lanes // route delivery control, shared by the node's slots
 	dlv       *deliverer
 	webhook   *webhook.Client
 	metrics   *metrics
@@ -169,6 +170,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.dlv = newDeliverer(n.webhook, n.sec.secrets)
 	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
 	n.targets = slot.NewTargets(cfg.FirePerTarget)
+	n.lanes = slot.NewLanes(slot.LanesConfig{
+		Clock: cfg.Clock, Batch: n.dlv, Metrics: n.metrics, Logger: n.log,
+		SlotCount: func() int { return n.meta.State().SlotCount },
+		Route:     func(name string) (*model.Route, bool) { return n.meta.State().Route(name) },
+	})
 
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("listen on http address %s: %w", cfg.HTTPAddr, err)

@@ -34,7 +34,7 @@ func (n *Node) openSlot(s int) (*slot.Replica, error) {
 		Slot: s, NodeID: n.id.NodeID, Dir: n.slotDir(s),
 		LogDB: n.logDB, DB: n.db, Stream: stream, Meta: n.meta.State, Deliverer: n.dlv, Metrics: n.metrics,
 		Logger: n.log, RaftLogLevel: n.cfg.RaftLogLevel, Clock: n.cfg.Clock, Timing: n.cfg.Timing,
-		FireSlots: n.fireSlots, Targets: n.targets, MaintenanceInterval: n.cfg.MaintenanceInterval, OnFatal: n.onFatal,
+		FireSlots: n.fireSlots, Targets: n.targets, Lanes: n.lanes, MaintenanceInterval: n.cfg.MaintenanceInterval, OnFatal: n.onFatal,
 		MetaReady: n.meta.WaitCaughtUp, Fence: n.live,
 		WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return n.beats.Wrap(uint16(s), nt) },
 	})

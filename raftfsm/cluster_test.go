@@ -1,7 +1,9 @@
 package raftfsm
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -136,4 +138,36 @@ func TestInitClusterAtScale(t *testing.T) {
 		t.Fatalf("decoded %T %+v", got[0], back)
 	}
 	t.Logf("InitCluster with %d slots on %d nodes: %d bytes", slots, nodes, len(b))
+}
+
+// TestRouteDeliveryControlSurvivesSnapshot: a route's rate limit, in-flight
+// cap and batch go through apply and a meta snapshot unchanged, and a
+// route without them has none after either.
+func TestRouteDeliveryControlSurvivesSnapshot(t *testing.T) {
+	f := NewMetaFSM()
+	paced := model.Route{Name: "paced", WebhookURL: "http://x", RateLimit: model.RateLimit{PerSecond: 2.5, Burst: 7}, MaxInFlight: 3,
+		Batch: model.BatchPolicy{MaxJobs: 100, MaxWaitMs: 20}}
+	applyMeta(t, f, 1, &PutRoute{R: paced, Now: 5}, &PutRoute{R: model.Route{Name: "plain", WebhookURL: "http://y"}, Now: 5})
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	if err := snap.Persist(s); err != nil {
+		t.Fatal(err)
+	}
+	g := NewMetaFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*MetaState{f.State(), g.State()} {
+		got, ok := st.Route("paced")
+		if !ok || got.RateLimit != paced.RateLimit || got.MaxInFlight != 3 || got.Batch != paced.Batch || !got.Paced() {
+			t.Fatalf("paced: %+v", got)
+		}
+		plain, _ := st.Route("plain")
+		if plain.Paced() {
+			t.Fatalf("plain: %+v", plain)
+		}
+	}
 }

@@ -37,6 +37,11 @@ const (
 	CmdSetRF            CmdType = 41
 	CmdSetPreferred     CmdType = 42
 	CmdForgetNode       CmdType = 43
+	// CmdPutRouteV2 is PutRoute for a route with delivery control: the
+	// CmdPutRoute body plus the delivery fields (appendRouteDelivery).
+	// A route without any is still written as CmdPutRoute, so its bytes
+	// stay readable by binaries that predate delivery control.
+	CmdPutRouteV2 CmdType = 44
 )
 
 const v1 = 1
@@ -171,6 +176,12 @@ func decodeOne(b []byte) (Command, error) {
 	case CmdPutRoute:
 		x := &PutRoute{}
 		x.R = r.route()
+		x.Now = r.varint()
+		c = x
+	case CmdPutRouteV2:
+		x := &PutRoute{}
+		x.R = r.route()
+		r.routeDelivery(&x.R)
 		x.Now = r.varint()
 		c = x
 	case CmdDeleteRoute:
@@ -436,10 +447,21 @@ type PutRoute struct {
 	Now int64
 }
 
-// Type implements Command.
-func (*PutRoute) Type() CmdType { return CmdPutRoute }
+// Type implements Command: CmdPutRouteV2 when the route has delivery
+// control, CmdPutRoute otherwise.
+func (c *PutRoute) Type() CmdType {
+	if c.R.Paced() {
+		return CmdPutRouteV2
+	}
+	return CmdPutRoute
+}
+
 func (c *PutRoute) appendBody(dst []byte) []byte {
-	return binary.AppendVarint(appendRoute(dst, &c.R), c.Now)
+	dst = appendRoute(dst, &c.R)
+	if c.R.Paced() {
+		dst = appendRouteDelivery(dst, &c.R)
+	}
+	return binary.AppendVarint(dst, c.Now)
 }
 
 // DeleteRoute removes a route.
@@ -516,6 +538,23 @@ func (r *reader) route() model.Route {
 	rt.CreatedAt = r.varint()
 	rt.UpdatedAt = r.varint()
 	return rt
+}
+
+// appendRouteDelivery appends a route's delivery control (CmdPutRouteV2).
+func appendRouteDelivery(dst []byte, rt *model.Route) []byte {
+	dst = putF64(dst, rt.RateLimit.PerSecond)
+	dst = binary.AppendVarint(dst, rt.RateLimit.Burst)
+	dst = binary.AppendVarint(dst, rt.MaxInFlight)
+	dst = binary.AppendVarint(dst, rt.Batch.MaxJobs)
+	return binary.AppendVarint(dst, rt.Batch.MaxWaitMs)
+}
+
+func (r *reader) routeDelivery(rt *model.Route) {
+	rt.RateLimit.PerSecond = r.f64()
+	rt.RateLimit.Burst = r.varint()
+	rt.MaxInFlight = r.varint()
+	rt.Batch.MaxJobs = r.varint()
+	rt.Batch.MaxWaitMs = r.varint()
 }
 
 // EncodeOne encodes a single command; EncodeBatch joins several encoded

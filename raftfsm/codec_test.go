@@ -27,6 +27,9 @@ func sampleCommands() []Command {
 		&MarkCollectionDeleting{Name: "c", Now: 49},
 		&ForgetCollection{Name: "c"},
 		&PutRoute{R: model.Route{Name: "r", WebhookURL: "http://x", Headers: map[string]string{"A": "1", "B": "2"}, SigningSecret: "s", TimeoutMs: 5}, Now: 50},
+		&PutRoute{R: model.Route{Name: "paced", WebhookURL: "http://y", TimeoutMs: 5, RateLimit: model.RateLimit{PerSecond: 0.5, Burst: 3},
+			MaxInFlight: 7, Batch: model.BatchPolicy{MaxJobs: 100, MaxWaitMs: 20}}, Now: 51},
+		&PutRoute{R: model.Route{Name: "batch-only", WebhookURL: "http://z", Batch: model.BatchPolicy{MaxJobs: 1}}, Now: 52},
 		&DeleteRoute{Name: "r"},
 		&InitCluster{SlotCount: 2, ReplicationFactor: 3, Nodes: []model.Node{{ID: "n1", HTTPAddr: "h", BindAddr: "b", SerfAddr: "s", Status: model.NodeAlive, Since: 1, JoinedAt: 2}},
 			Slots: []model.SlotEntry{{Replicas: []string{"n1", "n2"}, Epoch: 1}, {Replicas: []string{"n2"}, Epoch: 1}}, Now: 9},
@@ -64,6 +67,24 @@ func TestCodecRoundTrip(t *testing.T) {
 	got, err = Decode(EncodeBatch(enc))
 	if err != nil || !reflect.DeepEqual(got, cmds) {
 		t.Fatalf("EncodeBatch round trip: %v", err)
+	}
+}
+
+// TestPutRouteVersions: a route without delivery control keeps the
+// original record (readable by older binaries); one with it uses
+// CmdPutRouteV2.
+func TestPutRouteVersions(t *testing.T) {
+	plain := EncodeOne(&PutRoute{R: model.Route{Name: "r", WebhookURL: "http://x"}, Now: 1})
+	if CmdType(plain[0]) != CmdPutRoute {
+		t.Fatalf("plain route encoded as %d", plain[0])
+	}
+	paced := EncodeOne(&PutRoute{R: model.Route{Name: "r", WebhookURL: "http://x", MaxInFlight: 2}, Now: 1})
+	if CmdType(paced[0]) != CmdPutRouteV2 {
+		t.Fatalf("paced route encoded as %d", paced[0])
+	}
+	// A v2 record cut before its delivery fields is corrupt, not a v1 one.
+	if _, err := Decode(paced[:len(plain)-1]); err == nil {
+		t.Fatal("truncated v2 route decoded")
 	}
 }
 

@@ -6,6 +6,7 @@
 #
 #   scripts/bench.sh            # all scenarios (a few minutes)
 #   scripts/bench.sh fire       # one scenario: create-batch create-single lateness fire burst fire-only
+#                               # route-limit route-batch (route delivery control, issue 11)
 #   scripts/bench.sh scale      # 10M pending jobs: RSS, disk, restart time (~5 min, ~2 GB disk)
 #   scripts/bench.sh cluster    # the 3-node scenarios (cluster-create-batch ... cluster-fire)
 #   SECURE=1 scripts/bench.sh … # the same with everything on: HTTPS and API tokens (an admin token,
@@ -126,6 +127,12 @@ scenario() {
     # fire with the creates over well before the first trigger, so the fire
     # rate is not mixed with create traffic (the plain/secure comparison)
     fire-only) fresh; bench --jobs 200000 --window 10s --batch 1000 --lead 15s ;;
+    # issue 11 (a): a burst held to a route's rate limit: 100,000 due at
+    # once at 5,000/s (default burst 500) should drain in ~19.9 s, none early
+    route-limit) fresh; bench --jobs 100000 --at-once --batch 1000 --lead 10s --rate-limit 5000 --wait 60s ;;
+    # issue 11 (b): batched delivery (100 jobs a POST) of 1,000,000 jobs due
+    # over 10 s on one node: delivered rate and lateness
+    route-batch) fresh; bench --jobs 1000000 --window 10s --batch 1000 --lead 40s --batch-max-jobs 100 --batch-max-wait 10ms --wait 60s ;;
     scale)
       fresh
       bench --jobs 10000000 --batch 1000 --create-only --id-prefix scale

@@ -92,6 +92,9 @@ type Config struct {
 	RaftLogLevel string
 	Clock        func() time.Time
 	Timing       raftgroup.Timing
+	// Lanes, if set, applies routes' delivery control (rate limits,
+	// in-flight caps, batching): share one across the node's replicas.
+	Lanes *Lanes
 	// Targets, if set, bounds the callbacks in flight to one target
 	// (host:port) across the node: share one across the node's replicas.
 	Targets *Targets
@@ -366,7 +369,7 @@ func (r *Replica) lead(ctx context.Context) {
 	}
 	s := newScheduler(r, schedConfig{
 		slot: r.slot, log: r.log, clock: r.cfg.Clock, sem: r.fireSlots,
-		window: r.cfg.Window, maxLoaded: r.cfg.MaxLoaded, workers: fireWorkers, guard: r.guard,
+		window: r.cfg.Window, maxLoaded: r.cfg.MaxLoaded, workers: fireWorkers, guard: r.guard, lanes: r.cfg.Lanes,
 	})
 	r.pauseMu.Lock()
 	r.active.Store(s)
@@ -634,14 +637,21 @@ func (r *Replica) propose(ctx context.Context, enc [][]byte) ([]model.Result, er
 	return out, nil
 }
 
-// fire makes one callback attempt for a due entry, whose record j was read
-// just before (nil: it no longer exists), and returns the encoded outcome
-// to commit, or nil when there is nothing to commit.
-func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult {
+// resolved is a due job ready to be sent: its delivery (route, secret,
+// timeout resolved) and the retry policy its outcome is decided by.
+type resolved struct {
+	d      *Delivery
+	policy model.RetryPolicy
+}
+
+// resolve works out where and how a due entry's job is delivered, reading
+// the meta state (collections, routes) as it is now. When nothing is to
+// be sent it returns false and what to do instead.
+func (r *Replica) resolve(e storage.DueEntry, j *model.Job) (resolved, fireResult, bool) {
 	if j == nil || j.Status != model.StatusScheduled || j.DueTime != e.Due {
 		// Deleted, replaced or moved since it was loaded: make sure no
 		// stray due entry is left behind (a no-op when none is).
-		return outcome(raftfsm.EncodeOne(&raftfsm.DropDue{Due: e.Due, Coll: e.Coll, ID: e.ID}))
+		return resolved{}, outcome(raftfsm.EncodeOne(&raftfsm.DropDue{Due: e.Due, Coll: e.Coll, ID: e.ID})), false
 	}
 	meta := r.cfg.Meta()
 	coll, ok := meta.Collection(j.Collection)
@@ -649,7 +659,7 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, sl
 		// Being deleted (the purge removes the job), or unknown to this
 		// node's meta state. Either way nothing is delivered now; the job
 		// stays due and is looked at again later rather than forgotten.
-		return retryLater
+		return resolved{}, retryLater, false
 	}
 	policy := j.Retry.Or(coll.Retry).Or(model.DefaultRetryPolicy)
 	attempt := j.Attempts + 1
@@ -659,8 +669,8 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, sl
 		rt, ok := meta.Route(j.Route)
 		if !ok {
 			r.cfg.Metrics.Decided(r.slot, VerdictFailed)
-			return outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Attempts: j.Attempts,
-				LastError: fmt.Sprintf("route %q does not exist (it was deleted after the job was created)", j.Route), Now: r.cfg.Clock().UnixMilli()}))
+			return resolved{}, outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Attempts: j.Attempts,
+				LastError: fmt.Sprintf("route %q does not exist (it was deleted after the job was created)", j.Route), Now: r.cfg.Clock().UnixMilli()})), false
 		}
 		d.URL, d.Headers = rt.WebhookURL, rt.Headers
 		if rt.SigningSecret != "" {
@@ -674,6 +684,55 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, sl
 		timeoutMs = j.CallbackTimeoutMs
 	}
 	d.Timeout = model.Duration(timeoutMs)
+	return resolved{d: d, policy: policy}, fireResult{}, true
+}
+
+// waitDue blocks until due (ms) has passed on the fence's clock: never
+// early. False when ctx ended first.
+func (r *Replica) waitDue(ctx context.Context, due int64) (time.Time, bool) {
+	now := r.cfg.Clock()
+	for {
+		wait := time.UnixMilli(due).Sub(r.fireNow(now))
+		if wait <= 0 {
+			return now, true
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return now, false
+		}
+		now = r.cfg.Clock()
+	}
+}
+
+// decide turns one attempt's result into the outcome to commit.
+func (r *Replica) decide(j *model.Job, rs resolved, res DeliveryResult) fireResult {
+	// Rounded up, so waits computed from it are never short.
+	end := (r.cfg.Clock().UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	attempt := rs.d.Attempt
+	dec := Decide(res, rs.policy, j.TriggerTime, attempt, end, rand.Float64()*2-1)
+	r.cfg.Metrics.Decided(r.slot, dec.Verdict)
+	switch dec.Verdict {
+	case VerdictSucceeded, VerdictFailed:
+		return outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Success: dec.Verdict == VerdictSucceeded,
+			Attempts: attempt, LastError: dec.LastError, Now: end}))
+	case VerdictRetry:
+		return outcome(raftfsm.EncodeOne(&raftfsm.Retry{Coll: j.Collection, ID: j.ID, Version: j.Version, NextDue: dec.NextDue,
+			Attempts: attempt, LastError: dec.LastError, Now: end}))
+	default:
+		return outcome(raftfsm.EncodeOne(&raftfsm.Reschedule{Coll: j.Collection, ID: j.ID, Version: j.Version, TriggerTime: dec.Trigger, Now: end}))
+	}
+}
+
+// fire makes one callback attempt for a due entry, whose record j was read
+// just before (nil: it no longer exists), and returns the encoded outcome
+// to commit, or nil when there is nothing to commit.
+func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult {
+	rs, early, ok := r.resolve(e, j)
+	if !ok {
+		return early
+	}
+	d := rs.d
 
 	// This target's fair share of the fire pool: when its callbacks fill
 	// it, wait for one to end holding no node-wide slot, so a receiver
@@ -697,18 +756,9 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, sl
 	// here, right before the request leaves, the time is checked again on
 	// the fence's clock (the local one less how far it may run ahead of
 	// the majority's, and the measurement's uncertainty).
-	now := r.cfg.Clock()
-	for {
-		wait := time.UnixMilli(j.DueTime).Sub(r.fireNow(now))
-		if wait <= 0 {
-			break
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return fireResult{}
-		}
-		now = r.cfg.Clock()
+	now, ok := r.waitDue(ctx, j.DueTime)
+	if !ok {
+		return fireResult{}
 	}
 	if !r.fenced() {
 		return fireResult{again: fencedPause}
@@ -717,25 +767,12 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, sl
 		return notNow
 	}
 	d.Now = now
-	r.cfg.Metrics.Fired(r.slot, now.Sub(time.UnixMilli(j.DueTime)), attempt)
+	r.cfg.Metrics.Fired(r.slot, now.Sub(time.UnixMilli(j.DueTime)), d.Attempt)
 	res := r.cfg.Deliverer.Deliver(ctx, d)
 	if ctx.Err() != nil {
 		return fireResult{} // leadership lost mid-flight: the next leader fires it
 	}
-	// Rounded up, so waits computed from it are never short.
-	end := (r.cfg.Clock().UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
-	dec := Decide(res, policy, j.TriggerTime, attempt, end, rand.Float64()*2-1)
-	r.cfg.Metrics.Decided(r.slot, dec.Verdict)
-	switch dec.Verdict {
-	case VerdictSucceeded, VerdictFailed:
-		return outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Success: dec.Verdict == VerdictSucceeded,
-			Attempts: attempt, LastError: dec.LastError, Now: end}))
-	case VerdictRetry:
-		return outcome(raftfsm.EncodeOne(&raftfsm.Retry{Coll: j.Collection, ID: j.ID, Version: j.Version, NextDue: dec.NextDue,
-			Attempts: attempt, LastError: dec.LastError, Now: end}))
-	default:
-		return outcome(raftfsm.EncodeOne(&raftfsm.Reschedule{Coll: j.Collection, ID: j.ID, Version: j.Version, TriggerTime: dec.Trigger, Now: end}))
-	}
+	return r.decide(j, rs, res)
 }
 
 // The replica's side of schedReplica.
@@ -760,6 +797,30 @@ func (r *Replica) commitOutcome(ctx context.Context, cmd []byte) error {
 }
 
 func (r *Replica) loadedUpTo(ms int64) { r.proposedOffset.Store(ms) }
+
+func (r *Replica) pacedRoute(j *model.Job) *model.Route {
+	if r.cfg.Lanes == nil || j == nil || j.Route == "" || j.Status != model.StatusScheduled {
+		return nil
+	}
+	rt, ok := r.cfg.Meta().Route(j.Route)
+	if !ok || !rt.Paced() {
+		return nil
+	}
+	return rt
+}
+
+// The replica's side of batchReplica.
+
+func (r *Replica) noteFired(lateness time.Duration, attempt int64) {
+	r.cfg.Metrics.Fired(r.slot, lateness, attempt)
+}
+
+func (r *Replica) commitOutcomes(ctx context.Context, cmds [][]byte) error {
+	_, err := r.outcomes.Propose(ctx, cmds)
+	return err
+}
+
+var _ batchReplica = (*Replica)(nil)
 
 var _ schedReplica = (*Replica)(nil)
 

@@ -79,6 +79,9 @@ type schedReplica interface {
 	// loadedUpTo tells the replica how far (ms) the due index is loaded:
 	// the offset it may propose once what is below it is done.
 	loadedUpTo(ms int64)
+	// pacedRoute is the job's route when it has delivery control (its
+	// jobs go through the node's Lanes), nil otherwise.
+	pacedRoute(j *model.Job) *model.Route
 }
 
 // dueIter is the part of *storage.Iter the scheduler uses.
@@ -107,6 +110,7 @@ type schedConfig struct {
 	maxLoaded int           // jobs held in memory at most
 	workers   *workers      // where fires run
 	guard     *jobGuard     // the fire/write rule per job; nil: a private one
+	lanes     *Lanes        // route delivery control; nil: none
 }
 
 // scheduler is the slot-leader's firing loop
@@ -125,6 +129,7 @@ type scheduler struct {
 	maxHeap int
 	workers *workers
 	guard   *jobGuard
+	lanes   *Lanes
 
 	heap          itemHeap
 	known         map[string]*item
@@ -152,6 +157,7 @@ func newScheduler(r schedReplica, c schedConfig) *scheduler {
 	}
 	return &scheduler{
 		guard:   c.guard,
+		lanes:   c.lanes,
 		r:       r,
 		slot:    c.slot,
 		log:     c.log,
@@ -224,6 +230,12 @@ func (s *scheduler) restart() {
 
 func (s *scheduler) run(ctx context.Context) {
 	defer s.fires.Wait()
+	if s.lanes != nil {
+		s.lanes.lead(1)
+		defer s.lanes.lead(-1)
+		// Before fires.Wait: jobs held back in lanes count as fires.
+		defer s.lanes.forget(s)
+	}
 	s.restart()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -459,32 +471,90 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 	it.inflight = true
 	s.fires.Add(1)
 	s.gate.Unlock()
-	s.workers.Go(func() {
-		defer s.fires.Done()
-		sent := false
-		slot := &heldSlot{sem: s.sem, held: true}
-		res := s.r.fire(ctx, it.e, j, slot, func() bool {
-			sent = s.guard.startSend(tok)
-			return sent
-		})
-		// The callback is over (answered, failed or abandoned): a DELETE
-		// or PUT from now on no longer races it — its outcome commit is
-		// ignored for a job the write changed (outcomes carry the version).
-		s.guard.disarm(tok, sent)
-		slot.release()
-		switch {
-		case res.cmd != nil:
-			s.commit(ctx, it.key, res.cmd)
-		case res.again > 0:
-			select {
-			case <-ctx.Done():
-			case <-time.After(res.again):
-			}
-			s.finish(it.key, true)
-		default:
-			s.done(it.key)
+	if s.lanes != nil {
+		if rt := s.r.pacedRoute(j); rt != nil {
+			// The route's lane sends it when its limits allow; meanwhile
+			// it holds no pool slot and no goroutine.
+			<-s.sem
+			s.lanes.enqueue(&pending{s: s, ctx: ctx, it: it, j: j, tok: tok}, rt)
+			return
 		}
+	}
+	s.workers.Go(func() {
+		slot := &heldSlot{sem: s.sem, held: true}
+		res, sent := s.fireOne(ctx, it, j, tok, slot, nil)
+		slot.release()
+		s.settle(ctx, it.key, res, sent, tok)
 	})
+}
+
+// fireOne makes one callback attempt of a dispatched job. lateness, if
+// set, observes the first attempt's lateness as the request leaves.
+func (s *scheduler) fireOne(ctx context.Context, it *item, j *model.Job, tok fireToken, slot *heldSlot, lateness func(time.Duration)) (fireResult, bool) {
+	sent := false
+	res := s.r.fire(ctx, it.e, j, slot, func() bool {
+		sent = s.guard.startSend(tok)
+		if sent && lateness != nil && j.Attempts == 0 {
+			lateness(s.clock().Sub(time.UnixMilli(j.DueTime)))
+		}
+		return sent
+	})
+	return res, sent
+}
+
+// settle ends a fire: the callback is over (answered, failed or
+// abandoned), so a DELETE or PUT from now on no longer races it — its
+// outcome commit is ignored for a job the write changed (outcomes carry
+// the version). The outcome is committed, or the job looked at again. The
+// worker stays on the job until the outcome is committed, so a graceful
+// stop can wait for it.
+func (s *scheduler) settle(ctx context.Context, key string, res fireResult, sent bool, tok fireToken) {
+	defer s.fires.Done()
+	s.guard.disarm(tok, sent)
+	switch {
+	case res.cmd != nil:
+		s.commit(ctx, key, res.cmd)
+	case res.again > 0:
+		select {
+		case <-ctx.Done():
+		case <-time.After(res.again):
+		}
+		s.finish(key, true)
+	default:
+		s.done(key)
+	}
+}
+
+// commitMany commits the outcomes of a batch's jobs of this slot in one
+// proposal, retried like commit; each job's fire ends with it.
+func (s *scheduler) commitMany(ctx context.Context, br batchReplica, keys []string, cmds [][]byte) {
+	defer s.fires.Add(-len(keys))
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := br.commitOutcomes(cctx, cmds)
+		cancel()
+		if err == nil || ctx.Err() != nil || errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrClosed) {
+			for _, k := range keys {
+				s.done(k)
+			}
+			return
+		}
+		if attempt >= 20 {
+			s.log.Error("scheduler: committing batch outcomes failed; the jobs will fire again", "slot", s.slot, "error", err)
+			for _, k := range keys {
+				s.finish(k, true)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			for _, k := range keys {
+				s.done(k)
+			}
+			return
+		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		}
+	}
 }
 
 // commit proposes a fire's outcome. While this replica still leads, a
@@ -528,6 +598,9 @@ func (s *scheduler) drain(timeout time.Duration) bool {
 	s.gate.Lock()
 	s.stopping.Store(true)
 	s.gate.Unlock()
+	if s.lanes != nil {
+		s.lanes.forget(s) // held back, not in flight: they stay for the next leader
+	}
 	s.signal()
 	done := make(chan struct{})
 	go func() {

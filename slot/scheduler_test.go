@@ -52,6 +52,8 @@ type fakeReplica struct {
 	fireHook func(ctx context.Context, e storage.DueEntry) []byte
 	// commitErrs fail the next commits, one error each.
 	commitErrs []error
+	// route, if set, is every job's paced route (lanes tests).
+	route *model.Route
 }
 
 func newFakeReplica(clock func() time.Time) *fakeReplica {
@@ -157,6 +159,13 @@ func (f *fakeReplica) commitOutcome(ctx context.Context, cmd []byte) error {
 }
 
 func (f *fakeReplica) loadedUpTo(ms int64) { f.loaded.Store(ms) }
+
+func (f *fakeReplica) pacedRoute(j *model.Job) *model.Route {
+	if f.route == nil || j == nil {
+		return nil
+	}
+	return f.route
+}
 
 func (f *fakeReplica) firedIDs() []string {
 	f.mu.Lock()

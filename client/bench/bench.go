@@ -111,7 +111,28 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		rcv.sched.Store(sched)
 	}
 
-	cr, err := newCreator(c, &cfg, sched, "http://"+cbAddr+"/hook")
+	target := "http://" + cbAddr + "/hook"
+	route := ""
+	if cfg.routed() {
+		route = "bench-" + cfg.IDPrefix
+		rt := client.Route{WebhookURL: target, MaxInFlight: cfg.MaxInFlight}
+		if cfg.RateLimit > 0 {
+			rt.RateLimit = &client.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.Burst}
+		}
+		if cfg.BatchJobs > 0 {
+			rt.Batch = &client.RouteBatch{MaxJobs: cfg.BatchJobs, MaxWait: cfg.BatchWait.String()}
+		}
+		if _, _, err := c.PutRoute(ctx, route, rt); err != nil {
+			return nil, fmt.Errorf("bench: create route %q: %w", route, err)
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = c.DeleteRoute(dctx, route)
+		}()
+		rep.Route = route
+	}
+	cr, err := newCreator(c, &cfg, sched, target, route)
 	if err != nil {
 		return nil, err
 	}
@@ -162,12 +183,16 @@ type creator struct {
 	first   time.Time
 }
 
-func newCreator(c *client.Client, cfg *Config, sched *schedule, callbackURL string) (*creator, error) {
+func newCreator(c *client.Client, cfg *Config, sched *schedule, callbackURL, route string) (*creator, error) {
 	cb, err := json.Marshal(callbackURL)
 	if err != nil {
 		return nil, fmt.Errorf("bench: callback url: %w", err)
 	}
 	tail := append([]byte(`,"callback_url":`), cb...)
+	if route != "" {
+		rb, _ := json.Marshal(route)
+		tail = append([]byte(`,"route":`), rb...)
+	}
 	if cfg.MetaBytes > 0 {
 		tail = append(tail, `,"meta":{"p":"`...)
 		tail = append(tail, strings.Repeat("x", cfg.MetaBytes)...)
@@ -479,6 +504,7 @@ func fillFire(rep *Report, rcv *receiver, state []uint8, sched *schedule, atOnce
 	rep.WorstEarlyMs = float64(rcv.worstEarlyNs.Load()) / float64(time.Millisecond)
 	rep.TriggerMismatch = int(rcv.mismatch.Load())
 	rep.Foreign = int(rcv.foreign.Load())
+	rep.Batches = int(rcv.batches.Load())
 	rep.Lateness = summarize(lateness)
 	if rep.Fired > 0 {
 		span := time.Duration(lastNs - sched.firstMs*int64(time.Millisecond))

@@ -91,6 +91,20 @@ type Config struct {
 	Token string
 	// CAFile trusts this CA for HTTPS; Addrs may then be host:port.
 	CAFile string
+
+	// Route delivery control (docs/api.md#route-delivery-control): when
+	// any is set, the run creates a route to its receiver with these
+	// limits and the jobs name it instead of a callback_url.
+	RateLimit   float64       // rate_limit.per_second
+	Burst       int           // rate_limit.burst (0: the server's default)
+	MaxInFlight int           // max_in_flight
+	BatchJobs   int           // batch.max_jobs
+	BatchWait   time.Duration // batch.max_wait
+}
+
+// routed reports whether the run delivers through a route.
+func (cfg *Config) routed() bool {
+	return cfg.RateLimit > 0 || cfg.MaxInFlight > 0 || cfg.BatchJobs > 0
 }
 
 // withDefaults returns cfg with zero fields filled in, or an error for a
@@ -137,6 +151,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.ReceiverAddr == "" {
 		cfg.ReceiverAddr = DefaultReceiverAddr
+	}
+	if cfg.RateLimit < 0 || cfg.Burst < 0 || cfg.MaxInFlight < 0 || cfg.BatchJobs < 0 || cfg.BatchJobs > 1000 || cfg.BatchWait < 0 {
+		return cfg, errors.New("bench: route limits must not be negative (and batch jobs at most 1000)")
 	}
 	if cfg.ReceiverStatus == 0 {
 		cfg.ReceiverStatus = 200

@@ -28,6 +28,7 @@ type receiver struct {
 	early        atomic.Int64 // deliveries received before their trigger_time
 	worstEarlyNs atomic.Int64
 	mismatch     atomic.Int64 // payload trigger_time differs from the schedule
+	batches      atomic.Int64 // batched deliveries (X-Timemachine-Batch)
 
 	ln   net.Listener
 	srv  *fasthttp.Server
@@ -87,11 +88,45 @@ func (r *receiver) close(timeout time.Duration) {
 	r.srv = nil
 }
 
-// handle records one delivery and answers at once.
+// handle records one delivery (or each job of a batched one) and answers
+// at once.
 func (r *receiver) handle(ctx *fasthttp.RequestCtx) {
 	now := time.Now().UnixNano()
 	ctx.SetStatusCode(r.status)
-	idx, trig, ok := parsePayload(ctx.PostBody(), r.prefix, len(r.first))
+	body := ctx.PostBody()
+	if len(ctx.Request.Header.Peek("X-Timemachine-Batch")) == 0 {
+		r.record(body, now)
+		return
+	}
+	r.batches.Add(1)
+	// {"jobs":[{…,"idempotency_key":"…"},…]}: the server writes the key
+	// last in each job, so a job ends at the `"}` after it (a meta with
+	// an "id" of its own does not split a job).
+	body = bytes.TrimPrefix(body, batchOpen)
+	for len(body) > 0 {
+		k := bytes.Index(body, keyIdem)
+		if k < 0 {
+			return
+		}
+		end := bytes.Index(body[k+len(keyIdem):], jobClose)
+		if end < 0 {
+			return
+		}
+		end += k + len(keyIdem) + len(jobClose)
+		r.record(body[:end], now)
+		body = bytes.TrimPrefix(body[end:], []byte{','})
+	}
+}
+
+var (
+	batchOpen = []byte(`{"jobs":[`)
+	keyIdem   = []byte(`,"idempotency_key":"`)
+	jobClose  = []byte(`"}`)
+)
+
+// record counts one job's delivery.
+func (r *receiver) record(body []byte, now int64) {
+	idx, trig, ok := parsePayload(body, r.prefix, len(r.first))
 	sched := r.sched.Load()
 	if !ok || sched == nil {
 		r.foreign.Add(1)

@@ -23,6 +23,10 @@ type Report struct {
 	Collection    string  `json:"collection"`
 	IDPrefix      string  `json:"id_prefix"`
 	ReceiverAddr  string  `json:"receiver_addr,omitempty"`
+	// Route is the route the jobs were delivered through (runs with
+	// delivery control); Batches counts batched POSTs received.
+	Route   string `json:"route,omitempty"`
+	Batches int    `json:"batches,omitempty"`
 
 	// Create phase.
 	JobsCreated int `json:"jobs_created"`
@@ -153,6 +157,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "; burst drained in %s", secs(r.DrainSeconds))
 	}
 	b.WriteByte('\n')
+	if r.Route != "" {
+		fmt.Fprintf(&b, "route     %s: %d batched POSTs\n", r.Route, r.Batches)
+	}
 	if r.TimedOut {
 		b.WriteString("timed out waiting for missing deliveries\n")
 	}

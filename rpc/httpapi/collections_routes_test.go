@@ -155,6 +155,22 @@ func TestRouteValidation(t *testing.T) {
 		{"timeout", `{"webhook_url":"http://x","timeout":"0s"}`, "timeout"},
 		{"secret", `{"webhook_url":"http://x","signing_secret":"whsec_abc"}`, "base64"},
 		{"name mismatch", `{"webhook_url":"http://x","name":"other"}`, "path says"},
+		{"rate not object", `{"webhook_url":"http://x","rate_limit":5}`, "rate_limit"},
+		{"rate missing", `{"webhook_url":"http://x","rate_limit":{"burst":5}}`, "rate_limit.per_second is missing"},
+		{"rate zero", `{"webhook_url":"http://x","rate_limit":{"per_second":0}}`, "rate_limit.per_second: must be a number from"},
+		{"rate negative", `{"webhook_url":"http://x","rate_limit":{"per_second":-1}}`, "rate_limit.per_second"},
+		{"rate huge", `{"webhook_url":"http://x","rate_limit":{"per_second":1e7}}`, "rate_limit.per_second"},
+		{"rate string", `{"webhook_url":"http://x","rate_limit":{"per_second":"100"}}`, "must be a number"},
+		{"burst zero", `{"webhook_url":"http://x","rate_limit":{"per_second":10,"burst":0}}`, "rate_limit.burst: must be an integer from 1"},
+		{"burst fraction", `{"webhook_url":"http://x","rate_limit":{"per_second":10,"burst":1.5}}`, "rate_limit.burst"},
+		{"rate unknown", `{"webhook_url":"http://x","rate_limit":{"per_second":10,"brust":2}}`, `did you mean "burst"`},
+		{"in flight zero", `{"webhook_url":"http://x","max_in_flight":0}`, "max_in_flight: must be an integer from 1"},
+		{"in flight huge", `{"webhook_url":"http://x","max_in_flight":100001}`, "max_in_flight"},
+		{"batch jobs zero", `{"webhook_url":"http://x","batch":{"max_jobs":0}}`, "batch.max_jobs: must be an integer from 1 to 1000"},
+		{"batch jobs huge", `{"webhook_url":"http://x","batch":{"max_jobs":1001}}`, "batch.max_jobs"},
+		{"batch wait long", `{"webhook_url":"http://x","batch":{"max_jobs":10,"max_wait":"11s"}}`, "batch.max_wait: must be from"},
+		{"batch wait number", `{"webhook_url":"http://x","batch":{"max_jobs":10,"max_wait":20}}`, "Go duration"},
+		{"batch unknown", `{"webhook_url":"http://x","batch":{"max_job":10}}`, `did you mean "max_jobs"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,6 +186,38 @@ func TestRouteValidation(t *testing.T) {
 				t.Fatal("backend called")
 			}
 		})
+	}
+}
+
+// TestRouteDeliveryControl: rate_limit, max_in_flight and batch reach the
+// backend and come back in GET, with defaults filled in.
+func TestRouteDeliveryControl(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want model.Route
+		echo string
+	}{
+		{`{"webhook_url":"http://x","rate_limit":{"per_second":100,"burst":20},"max_in_flight":10,"batch":{"max_jobs":50,"max_wait":"20ms"}}`,
+			model.Route{RateLimit: model.RateLimit{PerSecond: 100, Burst: 20}, MaxInFlight: 10, Batch: model.BatchPolicy{MaxJobs: 50, MaxWaitMs: 20}},
+			`"timeout":"2s","rate_limit":{"per_second":100,"burst":20},"max_in_flight":10,"batch":{"max_jobs":50,"max_wait":"20ms"},"signing_secret_set":false`},
+		{`{"webhook_url":"http://x","rate_limit":{"per_second":0.5},"batch":{}}`,
+			model.Route{RateLimit: model.RateLimit{PerSecond: 0.5}, Batch: model.BatchPolicy{MaxJobs: 100}},
+			`"timeout":"2s","rate_limit":{"per_second":0.5,"burst":1},"batch":{"max_jobs":100,"max_wait":"0s"},"signing_secret_set":false`},
+		{`{"webhook_url":"http://x","rate_limit":null,"max_in_flight":null,"batch":null}`,
+			model.Route{}, `"timeout":"2s","signing_secret_set":false`},
+	} {
+		f := &fakeBackend{created: true}
+		r := do(newTestServer(f).Handler(), "PUT", "/v1/routes/billing", strings.Replace(tc.body, "{", `{"timeout":"2s",`, 1))
+		if r.status != 201 {
+			t.Fatalf("%s: %d %s", tc.body, r.status, r.body)
+		}
+		got := f.putRoute
+		if got.RateLimit != tc.want.RateLimit || got.MaxInFlight != tc.want.MaxInFlight || got.Batch != tc.want.Batch {
+			t.Fatalf("%s: backend got %+v", tc.body, got)
+		}
+		if !strings.Contains(string(appendRoute(nil, &got)), tc.echo) {
+			t.Fatalf("%s: rendered %s, want %s", tc.body, appendRoute(nil, &got), tc.echo)
+		}
 	}
 }
 

@@ -251,6 +251,22 @@ func appendRoute(b []byte, r *model.Route) []byte {
 	if r.TimeoutMs > 0 {
 		b = appendStrField(b, "timeout", durationString(r.TimeoutMs))
 	}
+	if r.RateLimit.Set() {
+		b = append(appendKey(b, "rate_limit"), '{')
+		b = appendFloat(append(b, `"per_second":`...), r.RateLimit.PerSecond)
+		b = appendIntField(b, "burst", r.RateLimit.EffectiveBurst())
+		b = append(b, '}')
+	}
+	if r.MaxInFlight > 0 {
+		b = appendIntField(b, "max_in_flight", r.MaxInFlight)
+	}
+	if r.Batch.Set() {
+		b = append(appendKey(b, "batch"), '{')
+		b = append(b, `"max_jobs":`...)
+		b = strconv.AppendInt(b, r.Batch.MaxJobs, 10)
+		b = appendStrField(b, "max_wait", durationString(r.Batch.MaxWaitMs))
+		b = append(b, '}')
+	}
 	b = appendBoolField(b, "signing_secret_set", r.SigningSecret != "")
 	b = appendIntField(b, "created_at", r.CreatedAt)
 	b = appendIntField(b, "updated_at", r.UpdatedAt)

@@ -11,7 +11,7 @@ import (
 // The route endpoints: /v1/routes[/{r}].
 
 var routeFields = newFieldSet(
-	[]string{"webhook_url", "headers", "signing_secret", "timeout"},
+	[]string{"webhook_url", "headers", "signing_secret", "timeout", "rate_limit", "max_in_flight", "batch"},
 	[]string{"name", "signing_secret_set", "created_at", "updated_at"},
 )
 
@@ -57,7 +57,69 @@ func parseRoute(name string, b []byte) (model.Route, *model.Error) {
 	if rt.SigningSecret, e = secretField(o); e != nil {
 		return rt, e
 	}
+	if e := parseDelivery(o, &rt); e != nil {
+		return rt, e
+	}
 	return rt, nil
+}
+
+var (
+	rateLimitFields = newFieldSet([]string{"per_second", "burst"}, nil)
+	batchFields     = newFieldSet([]string{"max_jobs", "max_wait"}, nil)
+)
+
+// parseDelivery reads a route's delivery control: rate_limit,
+// max_in_flight and batch (docs/api.md#route-delivery-control). null is
+// the same as leaving a field out.
+func parseDelivery(o object, rt *model.Route) *model.Error {
+	if raw, ok := o.field("rate_limit"); ok && !isNull(raw) {
+		ro, e := decodeObject("rate_limit", raw)
+		if e != nil {
+			return e
+		}
+		if e := rateLimitFields.check("rate_limit.", ro); e != nil {
+			return e
+		}
+		ps, ok := ro.field("per_second")
+		if !ok {
+			return model.Invalid("rate_limit.per_second is missing: say how many deliveries per second the route takes, cluster-wide")
+		}
+		if rt.RateLimit.PerSecond, e = number("rate_limit.per_second", ps, model.MinRatePerSecond, model.MaxRatePerSecond); e != nil {
+			return e
+		}
+		if b, ok := ro.field("burst"); ok && !isNull(b) {
+			if rt.RateLimit.Burst, e = integer("rate_limit.burst", b, 1, model.MaxRateBurst); e != nil {
+				return e
+			}
+		}
+	}
+	if raw, ok := o.field("max_in_flight"); ok && !isNull(raw) {
+		var e *model.Error
+		if rt.MaxInFlight, e = integer("max_in_flight", raw, 1, model.MaxRouteInFlight); e != nil {
+			return e
+		}
+	}
+	if raw, ok := o.field("batch"); ok && !isNull(raw) {
+		bo, e := decodeObject("batch", raw)
+		if e != nil {
+			return e
+		}
+		if e := batchFields.check("batch.", bo); e != nil {
+			return e
+		}
+		rt.Batch.MaxJobs = model.DefaultBatchJobs
+		if n, ok := bo.field("max_jobs"); ok && !isNull(n) {
+			if rt.Batch.MaxJobs, e = integer("batch.max_jobs", n, 1, model.MaxBatchJobs); e != nil {
+				return e
+			}
+		}
+		if w, ok := bo.field("max_wait"); ok && !isNull(w) {
+			if rt.Batch.MaxWaitMs, e = parseDurationMs("batch.max_wait", w, 0, model.MaxBatchWait); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
 }
 
 // putRoute is PUT /v1/routes/{r}.
@@ -102,7 +164,8 @@ func (s *Server) putRoute(r *request) {
 
 func sameRoute(a, b *model.Route) bool {
 	return a.WebhookURL == b.WebhookURL && a.SigningSecret == b.SigningSecret &&
-		a.TimeoutMs == b.TimeoutMs && maps.Equal(a.Headers, b.Headers)
+		a.TimeoutMs == b.TimeoutMs && maps.Equal(a.Headers, b.Headers) &&
+		a.RateLimit == b.RateLimit && a.MaxInFlight == b.MaxInFlight && a.Batch == b.Batch
 }
 
 // getRoute is GET /v1/routes/{r}.

@@ -533,20 +533,25 @@ func (c *Client) getBodyBuf() *[]byte {
 // reports whether that was the whole body. A read error after the status line
 // is returned separately: a response did arrive, and its status stands.
 func (c *Client) readBody(resp *fasthttp.Response, buf []byte) (body []byte, complete bool, err error) {
+	return readBodyLimit(resp, buf, c.maxBody)
+}
+
+// readBodyLimit is readBody with its own limit (a batch answer is longer).
+func readBodyLimit(resp *fasthttp.Response, buf []byte, limit int) (body []byte, complete bool, err error) {
 	buf = buf[:0]
 	stream := resp.BodyStream()
 	if stream == nil { // no body (204, 304) or buffered by fasthttp
 		b := resp.Body()
-		if len(b) > c.maxBody {
-			return append(buf, b[:c.maxBody]...), false, nil
+		if len(b) > limit {
+			return append(buf, b[:limit]...), false, nil
 		}
 		return append(buf, b...), true, nil
 	}
-	for len(buf) < c.maxBody {
+	for len(buf) < limit {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := stream.Read(buf[len(buf):min(cap(buf), c.maxBody)])
+		n, err := stream.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			return buf, true, nil

@@ -1,0 +1,523 @@
+package slot
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// Lanes applies routes' delivery control (docs/api.md#route-delivery-control)
+// on one node: a lane per route with a rate limit, an in-flight cap or
+// batching. The schedulers of every slot the node leads hand the due jobs
+// of such routes to the route's lane instead of firing them; the lane
+// releases them in trigger order as its limits allow, each job or batch
+// then taking a fire-pool slot and a worker like any other fire.
+//
+// A held-back job holds no fire-pool slot and no goroutine while it waits:
+// it is an entry in the lane's queue. It is never sent early (it was due
+// when queued, and the fire path checks the fence's clock again).
+//
+// Limits are cluster-wide in the contract; each node enforces its share,
+// the fraction of the cluster's slots it leads (jobs spread over slots by
+// hash), recomputed whenever that changes (DESIGN.md "Route delivery
+// control" says where this can overshoot).
+type Lanes struct {
+	clock   func() time.Time
+	slots   func() int
+	batch   BatchDeliverer
+	metrics LaneMetrics
+	log     *slog.Logger
+	routeOf func(name string) (*model.Route, bool)
+
+	mu      sync.Mutex
+	leading int
+	lanes   map[string]*lane
+}
+
+// BatchDelivery is one batched POST to a route: the jobs, in trigger
+// order, and their attempt numbers.
+type BatchDelivery struct {
+	URL           string
+	Headers       map[string]string
+	SigningSecret string
+	Timeout       time.Duration
+	Now           time.Time
+	Jobs          []*model.Job
+	Attempts      []int64
+}
+
+// BatchDeliverer sends batched deliveries; the node wires in the webhook
+// client. It returns one result per job, in order: the request's own
+// result for every job when the receiver answered non-2xx (or nothing),
+// the job's entry in the answer otherwise.
+type BatchDeliverer interface {
+	DeliverBatch(ctx context.Context, d *BatchDelivery) []DeliveryResult
+}
+
+// LaneMetrics receives per-route measurements.
+type LaneMetrics interface {
+	// RouteLateness returns the observer of the lateness of first attempts
+	// to the route (how long after the due time the request started).
+	RouteLateness(route string) func(time.Duration)
+	// HeldBack counts a job that had to wait for the route's rate limit or
+	// in-flight cap.
+	HeldBack(route string)
+}
+
+// LanesConfig configures a node's lanes.
+type LanesConfig struct {
+	Clock func() time.Time
+	// SlotCount is the cluster's slot count (a node's share is the slots
+	// it leads over it).
+	SlotCount func() int
+	// Batch sends batched deliveries; nil: batched routes are delivered a
+	// job at a time.
+	Batch   BatchDeliverer
+	Metrics LaneMetrics
+	Logger  *slog.Logger
+	// Route, if set, returns a route's current configuration: a lane
+	// re-reads it on every pass, so a limit raised (or removed) applies to
+	// the jobs already held back, not only to those queued later.
+	Route func(name string) (*model.Route, bool)
+}
+
+// NewLanes returns a node's lanes; share one across the node's replicas.
+func NewLanes(c LanesConfig) *Lanes {
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.SlotCount == nil {
+		c.SlotCount = func() int { return 0 }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return &Lanes{clock: c.Clock, slots: c.SlotCount, batch: c.Batch, metrics: c.Metrics, log: c.Logger, routeOf: c.Route, lanes: map[string]*lane{}}
+}
+
+// pending is a due job waiting in a lane. It counts as a fire of its
+// scheduler (fires, inflight) from the moment it is queued.
+type pending struct {
+	s   *scheduler
+	ctx context.Context
+	it  *item
+	j   *model.Job
+	tok fireToken
+	at  time.Time // when it was queued
+	idx int
+}
+
+type pendingHeap []*pending
+
+func (h pendingHeap) Len() int { return len(h) }
+func (h pendingHeap) Less(i, j int) bool {
+	a, b := h[i].it.e, h[j].it.e
+	if a.Due != b.Due {
+		return a.Due < b.Due
+	}
+	if a.Coll != b.Coll {
+		return a.Coll < b.Coll
+	}
+	return a.ID < b.ID
+}
+func (h pendingHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx = i
+	h[j].idx = j
+}
+func (h *pendingHeap) Push(x any) {
+	p := x.(*pending)
+	p.idx = len(*h)
+	*h = append(*h, p)
+}
+func (h *pendingHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	p.idx = -1
+	return p
+}
+
+// lane is one route's queue and limits. Everything but wake is guarded by
+// Lanes.mu; one goroutine (run) serves the lane while its queue is not
+// empty.
+type lane struct {
+	name     string
+	route    model.Route // as of the last job queued
+	q        pendingHeap
+	bucket   tokenBucket
+	inflight int // requests open (a batch is one)
+	running  bool
+	wake     chan struct{}
+	lateness func(time.Duration)
+}
+
+func (ln *lane) signal() {
+	select {
+	case ln.wake <- struct{}{}:
+	default:
+	}
+}
+
+// share is the fraction of the cluster's slots this node leads.
+func (l *Lanes) share() float64 {
+	n := l.slots()
+	if n <= 0 || l.leading <= 0 {
+		return 1
+	}
+	return min(1, float64(l.leading)/float64(n))
+}
+
+// lead counts a scheduler starting (+1) or ending (-1) on this node.
+func (l *Lanes) lead(delta int) {
+	l.mu.Lock()
+	l.leading += delta
+	for _, ln := range l.lanes {
+		ln.signal()
+	}
+	l.mu.Unlock()
+}
+
+// HeldBack returns the jobs waiting in each route's lane now.
+func (l *Lanes) HeldBack() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.lanes))
+	for name, ln := range l.lanes {
+		out[name] = len(ln.q)
+	}
+	return out
+}
+
+// Share is the fraction of the cluster's slots this node leads: the part
+// of each route's limits it enforces.
+func (l *Lanes) Share() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.share()
+}
+
+// enqueue queues a due job of a paced route.
+func (l *Lanes) enqueue(p *pending, rt *model.Route) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ln := l.lanes[rt.Name]
+	if ln == nil {
+		ln = &lane{name: rt.Name, wake: make(chan struct{}, 1)}
+		if l.metrics != nil {
+			ln.lateness = l.metrics.RouteLateness(rt.Name)
+		}
+		l.lanes[rt.Name] = ln
+	}
+	ln.route = *rt
+	p.at = l.clock()
+	heap.Push(&ln.q, p)
+	if !ln.running {
+		ln.running = true
+		go l.run(ln)
+		return
+	}
+	ln.signal()
+}
+
+// forget takes every queued job of s out of the lanes: its term ended, or
+// it is draining before a leadership transfer. They go back to s (which
+// fires them again if it resumes; otherwise the next leader does).
+func (l *Lanes) forget(s *scheduler) {
+	var out []*pending
+	l.mu.Lock()
+	for _, ln := range l.lanes {
+		kept := ln.q[:0]
+		for _, p := range ln.q {
+			if p.s == s {
+				out = append(out, p)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		for i := len(kept); i < len(ln.q); i++ {
+			ln.q[i] = nil
+		}
+		ln.q = kept
+		for i, p := range ln.q {
+			p.idx = i
+		}
+		heap.Init(&ln.q)
+		ln.signal()
+	}
+	l.mu.Unlock()
+	for _, p := range out {
+		s.guard.disarm(p.tok, false)
+		s.finish(p.it.key, true)
+		s.fires.Done()
+	}
+}
+
+// run serves one lane until its queue is empty.
+func (l *Lanes) run(ln *lane) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		if len(ln.q) == 0 {
+			ln.running = false
+			l.mu.Unlock()
+			return
+		}
+		batch, single, wait := l.next(ln, l.clock())
+		l.mu.Unlock()
+		if batch == nil {
+			if wait <= 0 {
+				<-ln.wake
+				continue
+			}
+			timer.Reset(wait)
+			select {
+			case <-ln.wake:
+			case <-timer.C:
+			}
+			continue
+		}
+		l.send(ln, batch, single)
+	}
+}
+
+// next takes what the lane may send now: one job, or a batch, within the
+// rate limit and the in-flight cap. Otherwise it returns how long to wait
+// (0: until woken).
+func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wait time.Duration) {
+	if l.routeOf != nil {
+		if cur, ok := l.routeOf(ln.name); ok {
+			ln.route = *cur
+		}
+		// A deleted route keeps its last limits: its jobs fail as they fire.
+	}
+	rt := &ln.route
+	share := l.share()
+	if rt.MaxInFlight > 0 && ln.inflight >= inFlightShare(rt.MaxInFlight, share) {
+		return nil, false, 0
+	}
+	n := 1
+	batched := rt.Batch.Set() && l.batch != nil
+	if batched {
+		n = min(len(ln.q), int(rt.Batch.MaxJobs))
+		if len(ln.q) < int(rt.Batch.MaxJobs) {
+			deadline := ln.q[0].at.Add(time.Duration(rt.Batch.MaxWaitMs) * time.Millisecond)
+			if d := deadline.Sub(now); d > 0 {
+				return nil, false, d
+			}
+		}
+	}
+	if rt.RateLimit.Set() {
+		rate, burst := rateShare(rt.RateLimit, share)
+		ln.bucket.configure(rate, burst, now)
+		// A batch larger than the bucket goes out in bucket-sized parts.
+		want := min(float64(n), math.Floor(burst))
+		ok, w := ln.bucket.take(want, now)
+		if !ok {
+			return nil, false, w
+		}
+		n = int(want)
+	}
+	batch = make([]*pending, n)
+	for i := range batch {
+		batch[i] = heap.Pop(&ln.q).(*pending)
+		if l.metrics != nil && (rt.RateLimit.Set() || rt.MaxInFlight > 0) && now.Sub(batch[i].at) > heldBackAfter {
+			l.metrics.HeldBack(ln.name)
+		}
+	}
+	ln.inflight++
+	return batch, !batched, 0
+}
+
+// heldBackAfter is how long a job must have waited in its lane to count as
+// held back by the route's limits.
+const heldBackAfter = 5 * time.Millisecond
+
+// rateShare is a node's part of a route's rate limit: per_second and
+// burst times its share of the slots, the burst at least 1.
+func rateShare(r model.RateLimit, share float64) (rate, burst float64) {
+	return r.PerSecond * share, max(1, math.Floor(float64(r.EffectiveBurst())*share))
+}
+
+// inFlightShare is a node's part of a route's in-flight cap, at least 1.
+func inFlightShare(n int64, share float64) int {
+	return max(1, int(math.Floor(float64(n)*share)))
+}
+
+// done ends a request of the lane (in-flight cap).
+func (l *Lanes) done(ln *lane) {
+	l.mu.Lock()
+	ln.inflight--
+	l.mu.Unlock()
+	ln.signal()
+}
+
+// send runs what next took on a fire worker, holding a fire-pool slot
+// while the request is open. The lane waits for the slot itself: a
+// saturated pool holds back the lane, not the scheduler loops.
+func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
+	p0 := batch[0]
+	sem := p0.s.sem
+	sem <- struct{}{}
+	p0.s.workers.Go(func() {
+		slot := &heldSlot{sem: sem, held: true}
+		if single {
+			p := batch[0]
+			res, sent := p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness)
+			slot.release()
+			l.done(ln)
+			p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			return
+		}
+		l.fireBatch(ln, batch, slot)
+	})
+}
+
+// batchReplica is what a batch needs of each job's replica (a *Replica).
+type batchReplica interface {
+	resolve(e storage.DueEntry, j *model.Job) (resolved, fireResult, bool)
+	waitDue(ctx context.Context, due int64) (time.Time, bool)
+	fenced() bool
+	decide(j *model.Job, rs resolved, res DeliveryResult) fireResult
+	noteFired(lateness time.Duration, attempt int64)
+	commitOutcomes(ctx context.Context, cmds [][]byte) error
+}
+
+type readyJob struct {
+	p    *pending
+	br   batchReplica
+	rs   resolved
+	sent bool
+}
+
+// fireBatch delivers a batch: it resolves each job, splits the batch by
+// signing secret (a route without its own signs with each job's
+// collection's), and sends each part.
+func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
+	var ready []readyJob
+	for _, p := range batch {
+		br, ok := p.s.r.(batchReplica)
+		if !ok { // only test replicas: deliver it alone
+			res, sent := p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness)
+			go p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			continue
+		}
+		rs, early, ok := br.resolve(p.it.e, p.j)
+		if !ok {
+			go p.s.settle(p.ctx, p.it.key, early, false, p.tok)
+			continue
+		}
+		ready = append(ready, readyJob{p: p, br: br, rs: rs})
+	}
+	for len(ready) > 0 {
+		secret := ready[0].rs.d.SigningSecret
+		var part, rest []readyJob
+		for _, r := range ready {
+			if r.rs.d.SigningSecret == secret {
+				part = append(part, r)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		l.sendPart(ln, part)
+		ready = rest
+	}
+	slot.release()
+	l.done(ln)
+}
+
+// sendPart sends jobs sharing a URL and secret in one POST and commits
+// each job's outcome through its own slot.
+func (l *Lanes) sendPart(ln *lane, part []readyJob) {
+	// Never early: every job was due by the local clock when queued; wait
+	// (rarely at all) until the latest is due on the fence's clock too.
+	latest := part[0]
+	for _, r := range part[1:] {
+		if r.p.j.DueTime > latest.p.j.DueTime {
+			latest = r
+		}
+	}
+	if _, ok := latest.br.waitDue(latest.p.ctx, latest.p.j.DueTime); !ok {
+		for _, r := range part {
+			go r.p.s.settle(r.p.ctx, r.p.it.key, fireResult{}, false, r.p.tok)
+		}
+		return
+	}
+	// Fencing, for every slot in the batch, and the job guard, right
+	// before the request leaves.
+	send := part[:0]
+	for _, r := range part {
+		switch {
+		case !r.br.fenced():
+			go r.p.s.settle(r.p.ctx, r.p.it.key, fireResult{again: fencedPause}, false, r.p.tok)
+		case !r.p.s.guard.startSend(r.p.tok):
+			go r.p.s.settle(r.p.ctx, r.p.it.key, notNow, false, r.p.tok)
+		default:
+			r.sent = true
+			send = append(send, r)
+		}
+	}
+	if len(send) == 0 {
+		return
+	}
+	now := l.clock()
+	d0 := send[0].rs.d
+	bd := &BatchDelivery{URL: d0.URL, Headers: d0.Headers, SigningSecret: d0.SigningSecret, Timeout: d0.Timeout, Now: now,
+		Jobs: make([]*model.Job, len(send)), Attempts: make([]int64, len(send))}
+	for i, r := range send {
+		bd.Jobs[i], bd.Attempts[i] = r.p.j, r.rs.d.Attempt
+		late := now.Sub(time.UnixMilli(r.p.j.DueTime))
+		r.br.noteFired(late, r.rs.d.Attempt)
+		if ln.lateness != nil && r.rs.d.Attempt == 1 {
+			ln.lateness(late)
+		}
+	}
+	results := l.batch.DeliverBatch(context.Background(), bd)
+	if len(results) != len(send) {
+		l.log.Error("batched delivery: wrong number of results; every job is retried", "route", ln.name, "jobs", len(send), "results", len(results))
+		results = make([]DeliveryResult, len(send))
+		for i := range results {
+			results[i] = DeliveryResult{Err: errors.New("internal error: batch results lost")}
+		}
+	}
+	// Outcomes are committed per slot, each slot's in one proposal.
+	type slotOutcomes struct {
+		br   batchReplica
+		ctx  context.Context
+		keys []string
+		cmds [][]byte
+	}
+	by := map[*scheduler]*slotOutcomes{}
+	var order []*scheduler
+	for i, r := range send {
+		r.p.s.guard.disarm(r.p.tok, true)
+		res := r.br.decide(r.p.j, r.rs, results[i])
+		so := by[r.p.s]
+		if so == nil {
+			so = &slotOutcomes{br: r.br, ctx: r.p.ctx}
+			by[r.p.s] = so
+			order = append(order, r.p.s)
+		}
+		so.keys = append(so.keys, r.p.it.key)
+		so.cmds = append(so.cmds, res.cmd)
+	}
+	var wg sync.WaitGroup
+	for _, s := range order {
+		so := by[s]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.commitMany(so.ctx, so.br, so.keys, so.cmds)
+		}()
+	}
+	wg.Wait()
+}

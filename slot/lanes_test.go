@@ -1,0 +1,252 @@
+package slot
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/storage"
+)
+
+// startPacedSched runs a scheduler over f whose jobs all belong to rt,
+// through lanes.
+func startPacedSched(t *testing.T, f *fakeReplica, lanes *Lanes, rt *model.Route) *runningSched {
+	t.Helper()
+	f.route = rt
+	s := newScheduler(f, schedConfig{
+		slot: schedSlot, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: time.Now, sem: make(chan struct{}, 256),
+		window: 2 * time.Second, maxLoaded: 20000, workers: newWorkers(time.Second), lanes: lanes,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningSched{s: s, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rs.done)
+		s.run(ctx)
+	}()
+	t.Cleanup(rs.stop)
+	return rs
+}
+
+// TestLanesRateLimit: 1,000 jobs due at once on a route limited to 100/s
+// with bursts of 10 arrive over ~10 s (10 at once, then 100 a second),
+// in trigger order, none before its due time, and never faster than the
+// limit allows over any second.
+func TestLanesRateLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 10 s")
+	}
+	f := newFakeReplica(time.Now)
+	start := time.Now()
+	now := start.UnixMilli()
+	const n = 1000
+	for i := 0; i < n; i++ {
+		f.add(fmt.Sprintf("j%04d", i), now-2000+int64(i)) // all due, in id order
+	}
+	f.off = now - 3000
+	rt := &model.Route{Name: "fragile", RateLimit: model.RateLimit{PerSecond: 100, Burst: 10}}
+	startPacedSched(t, f, NewLanes(LanesConfig{}), rt)
+	testutil.Eventually(t, 30*time.Second, "1000 fires", func() error {
+		if got := len(f.firedIDs()); got < n {
+			return fmt.Errorf("%d fired", got)
+		}
+		return nil
+	})
+	fires := f.fires()
+	if len(fires) != n {
+		t.Fatalf("%d fires", len(fires))
+	}
+	// Released in trigger order: sends the lane releases together (the
+	// burst, or tokens earned while its timer fired late on a busy
+	// machine) race each other to the fake receiver, so order is checked
+	// after the burst, to 25 ms.
+	byID := append([]fireRec(nil), fires...)
+	sort.Slice(byID, func(a, b int) bool { return byID[a].id < byID[b].id })
+	var latest int64
+	for i, fr := range byID {
+		if i >= 10 && fr.at < latest-25 {
+			t.Fatalf("%s fired at %d, after a later-triggered job at %d (trigger order)", fr.id, fr.at-now, latest-now)
+		}
+		latest = max(latest, fr.at)
+		if fr.at < fr.due {
+			t.Fatalf("%s fired %d ms early", fr.id, fr.due-fr.at)
+		}
+	}
+	span := time.Duration(fires[n-1].at-fires[0].at) * time.Millisecond
+	// 990 after the burst at 100/s: 9.9 s.
+	if span < 9500*time.Millisecond || span > 11*time.Second {
+		t.Fatalf("1000 fires over %v, want ~9.9 s", span)
+	}
+	// Over any second: at most 100 + the burst.
+	for i := range fires {
+		j := sort.Search(len(fires), func(k int) bool { return fires[k].at >= fires[i].at+1000 })
+		if j-i > 110 {
+			t.Fatalf("%d fires in the second from %d ms", j-i, fires[i].at-fires[0].at)
+		}
+	}
+	t.Logf("1000 fires over %v", span)
+}
+
+// TestLanesInFlightCap: no more than max_in_flight callbacks are open at
+// once, and all of them are delivered.
+func TestLanesInFlightCap(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	for i := 0; i < 40; i++ {
+		f.add(fmt.Sprintf("j%02d", i), now-100)
+	}
+	f.off = now - 1000
+	var open, peak atomic.Int64
+	f.fireHook = func(ctx context.Context, e storage.DueEntry) []byte {
+		o := open.Add(1)
+		for {
+			p := peak.Load()
+			if o <= p || peak.CompareAndSwap(p, o) {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // a receiver taking its time
+		open.Add(-1)
+		return []byte("ack " + e.ID)
+	}
+	startPacedSched(t, f, NewLanes(LanesConfig{}), &model.Route{Name: "r", MaxInFlight: 3})
+	testutil.Eventually(t, 10*time.Second, "every outcome committed", func() error {
+		if n := f.commitCount(); n != 40 {
+			return fmt.Errorf("%d commits", n)
+		}
+		return nil
+	})
+	if p := peak.Load(); p > 3 || p < 1 {
+		t.Fatalf("peak %d callbacks open, cap 3", p)
+	}
+}
+
+// TestLanesLeadershipEnds: jobs held back in a lane do not keep a
+// scheduler whose term ended: it returns at once, and nothing more fires.
+func TestLanesLeadershipEnds(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	for i := 0; i < 50; i++ {
+		f.add(fmt.Sprintf("j%02d", i), now-100)
+	}
+	f.off = now - 1000
+	lanes := NewLanes(LanesConfig{})
+	rs := startPacedSched(t, f, lanes, &model.Route{Name: "slow", RateLimit: model.RateLimit{PerSecond: 1, Burst: 2}})
+	f.waitFired(t, 2)
+	testutil.Eventually(t, 5*time.Second, "the rest held back", func() error {
+		if h := lanes.HeldBack()["slow"]; h != 48 {
+			return fmt.Errorf("%d held back", h)
+		}
+		return nil
+	})
+	stopped := make(chan struct{})
+	go func() { rs.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the scheduler waited for held-back jobs")
+	}
+	if h := lanes.HeldBack()["slow"]; h != 0 {
+		t.Fatalf("%d still held back", h)
+	}
+	if got := len(f.firedIDs()); got > 3 {
+		t.Fatalf("%d fired", got)
+	}
+}
+
+// TestLanesDrainKeepsHeldBack: a drain (planned transfer) takes held-back
+// jobs out of the lane; when the transfer does not happen they fire.
+func TestLanesDrainKeepsHeldBack(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	for i := 0; i < 6; i++ {
+		f.add(fmt.Sprintf("j%02d", i), now-100)
+	}
+	f.off = now - 1000
+	lanes := NewLanes(LanesConfig{})
+	rs := startPacedSched(t, f, lanes, &model.Route{Name: "r", RateLimit: model.RateLimit{PerSecond: 20, Burst: 1}})
+	f.waitFired(t, 1)
+	if !rs.s.drain(5 * time.Second) {
+		t.Fatal("drain timed out on held-back jobs")
+	}
+	n := len(f.firedIDs())
+	rs.s.resume()
+	f.waitFired(t, 6)
+	if n == 6 {
+		t.Log("every job fired before the drain")
+	}
+}
+
+func TestLaneShares(t *testing.T) {
+	for _, tc := range []struct {
+		rl          model.RateLimit
+		share       float64
+		rate, burst float64
+	}{
+		{model.RateLimit{PerSecond: 100, Burst: 20}, 1, 100, 20},
+		{model.RateLimit{PerSecond: 100, Burst: 20}, 0.5, 50, 10},
+		{model.RateLimit{PerSecond: 100, Burst: 20}, 1.0 / 12, 100.0 / 12, 1},
+		{model.RateLimit{PerSecond: 5000}, 1, 5000, 500},
+		{model.RateLimit{PerSecond: 0.5}, 0.25, 0.125, 1},
+	} {
+		if r, b := rateShare(tc.rl, tc.share); math.Abs(r-tc.rate) > 1e-9 || b != tc.burst {
+			t.Errorf("%+v share %v: %v/%v, want %v/%v", tc.rl, tc.share, r, b, tc.rate, tc.burst)
+		}
+	}
+	for _, tc := range []struct {
+		n     int64
+		share float64
+		want  int
+	}{{10, 1, 10}, {10, 0.5, 5}, {10, 1.0 / 3, 3}, {2, 1.0 / 12, 1}} {
+		if got := inFlightShare(tc.n, tc.share); got != tc.want {
+			t.Errorf("in flight %d share %v: %d, want %d", tc.n, tc.share, got, tc.want)
+		}
+	}
+	var mu sync.Mutex
+	slots := 12
+	l := NewLanes(LanesConfig{SlotCount: func() int { mu.Lock(); defer mu.Unlock(); return slots }})
+	for i := 0; i < 4; i++ {
+		l.lead(1)
+	}
+	if s := l.Share(); s != 4.0/12 {
+		t.Fatalf("share %v", s)
+	}
+	l.lead(-4)
+	if s := l.Share(); s != 1 {
+		t.Fatalf("share with no slots led: %v", s)
+	}
+}
+
+// TestLanesLimitRaised: raising a route's limit applies to the jobs it
+// already holds back, not only to later ones.
+func TestLanesLimitRaised(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	for i := 0; i < 30; i++ {
+		f.add(fmt.Sprintf("j%02d", i), now-100)
+	}
+	f.off = now - 1000
+	var mu sync.Mutex
+	cur := &model.Route{Name: "r", RateLimit: model.RateLimit{PerSecond: 0.5, Burst: 1}}
+	lanes := NewLanes(LanesConfig{Route: func(string) (*model.Route, bool) { mu.Lock(); defer mu.Unlock(); return cur, true }})
+	startPacedSched(t, f, lanes, cur)
+	f.waitFired(t, 1)
+	mu.Lock()
+	cur = &model.Route{Name: "r", RateLimit: model.RateLimit{PerSecond: 1000, Burst: 100}}
+	mu.Unlock()
+	// The lane sleeps until its next token (2 s at the old rate) at most.
+	testutil.Eventually(t, 5*time.Second, "the backlog drained at the new rate", func() error {
+		if n := len(f.firedIDs()); n < 30 {
+			return fmt.Errorf("%d fired", n)
+		}
+		return nil
+	})
+}
