@@ -25,9 +25,10 @@ var layers = [][]string{
 	{"raftfsm"},
 	{"dht", "storage", "liveness"},
 	{"rpc/httpapi"},
+	{"rpc/beat"},
 	{"rpc/webhook", "rpc/peer", "rpc/console", "rpc/openapi"},
 	{"rpc/mux"},
-	{"auth", "tlsconf", "secrets"},
+	{"auth", "tlsconf", "secrets", "recur"},
 	{"model"},
 }
 
