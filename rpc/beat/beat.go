@@ -16,7 +16,7 @@ import (
 
 // MethodHeartbeats is the node-to-node method that carries a batch of
 // heartbeats (see the package doc for the body).
-const MethodHeartbeats peer.Method = 30
+const MethodHeartbeats peer.Method = 40
 
 // Caller sends one node-to-node call (rpc/peer's Client).
 type Caller interface {
