@@ -35,6 +35,8 @@ type Lanes struct {
 	metrics LaneMetrics
 	log     *slog.Logger
 	routeOf func(name string) (*model.Route, bool)
+	// released, if set (tests), sees each job as its lane lets it go.
+	released func(e storage.DueEntry)
 
 	mu      sync.Mutex
 	leading int
@@ -330,6 +332,9 @@ func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wa
 	batch = make([]*pending, n)
 	for i := range batch {
 		batch[i] = heap.Pop(&ln.q).(*pending)
+		if l.released != nil {
+			l.released(batch[i].it.e)
+		}
 		if l.metrics != nil && (rt.RateLimit.Set() || rt.MaxInFlight > 0) && now.Sub(batch[i].at) > heldBackAfter {
 			l.metrics.HeldBack(ln.name)
 		}
@@ -365,6 +370,23 @@ func (l *Lanes) done(ln *lane) {
 // while the request is open. The lane waits for the slot itself: a
 // saturated pool holds back the lane, not the scheduler loops.
 func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
+	// A job whose scheduler began draining (a planned transfer) after it
+	// was queued goes back rather than out: the drain must not wait for
+	// the lane's limits.
+	keep := batch[:0]
+	for _, p := range batch {
+		if p.s.stopping.Load() {
+			p.s.guard.disarm(p.tok, false)
+			p.s.finish(p.it.key, true)
+			p.s.fires.Done()
+			continue
+		}
+		keep = append(keep, p)
+	}
+	if batch = keep; len(batch) == 0 {
+		l.done(ln)
+		return
+	}
 	p0 := batch[0]
 	sem := p0.s.sem
 	sem <- struct{}{}
