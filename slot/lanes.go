@@ -358,6 +358,21 @@ func inFlightShare(n int64, share float64) int {
 	return max(1, int(math.Floor(float64(n)*share)))
 }
 
+// refund gives back the tokens of jobs the lane let go that were not sent
+// after all (the fence or the job guard held them back): they come back
+// through the lane, and must not pay twice.
+func (l *Lanes) refund(ln *lane, n int) {
+	if n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	if ln.bucket.started {
+		ln.bucket.tokens = min(ln.bucket.burst, ln.bucket.tokens+float64(n))
+	}
+	l.mu.Unlock()
+	ln.signal()
+}
+
 // done ends a request of the lane (in-flight cap).
 func (l *Lanes) done(ln *lane) {
 	l.mu.Lock()
@@ -396,6 +411,9 @@ func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
 			p := batch[0]
 			res, sent := p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness)
 			slot.release()
+			if !sent {
+				l.refund(ln, 1)
+			}
 			l.done(ln)
 			p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
 			return
@@ -436,6 +454,7 @@ func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
 		rs, early, ok := br.resolve(p.it.e, p.j)
 		if !ok {
 			go p.s.settle(p.ctx, p.it.key, early, false, p.tok)
+			l.refund(ln, 1)
 			continue
 		}
 		ready = append(ready, readyJob{p: p, br: br, rs: rs})
@@ -472,6 +491,7 @@ func (l *Lanes) sendPart(ln *lane, part []readyJob) {
 		for _, r := range part {
 			go r.p.s.settle(r.p.ctx, r.p.it.key, fireResult{}, false, r.p.tok)
 		}
+		l.refund(ln, len(part))
 		return
 	}
 	// Fencing, for every slot in the batch, and the job guard, right
@@ -488,6 +508,7 @@ func (l *Lanes) sendPart(ln *lane, part []readyJob) {
 			send = append(send, r)
 		}
 	}
+	l.refund(ln, len(part)-len(send))
 	if len(send) == 0 {
 		return
 	}
