@@ -227,7 +227,11 @@ func (l *Lanes) enqueue(p *pending, rt *model.Route) {
 		go l.run(ln)
 		return
 	}
-	ln.signal()
+	// A running lane waits for a token, a free place or its batch to fill:
+	// only a full batch is news (the head, the earliest due, waits longest).
+	if rt.Batch.Set() && len(ln.q) >= int(rt.Batch.MaxJobs) {
+		ln.signal()
+	}
 }
 
 // forget takes every queued job of s out of the lanes: its term ended, or
