@@ -238,7 +238,7 @@ func TestRateLimitAcrossTwoNodes(t *testing.T) {
 	trig := time.Now().Add(2 * time.Second).UnixMilli()
 	const jobs = 400
 	createRouted(t, tc.nodes[1], "r", "limited", jobs, trig)
-	testutil.Eventually(t, 30*time.Second, "all delivered", func() error {
+	testutil.Eventually(t, 60*time.Second, "all delivered", func() error {
 		if c := rcv.count(); c < jobs {
 			return fmt.Errorf("%d delivered", c)
 		}

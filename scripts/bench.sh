@@ -132,7 +132,7 @@ scenario() {
     route-limit) fresh; bench --jobs 100000 --at-once --batch 1000 --lead 10s --rate-limit 5000 --wait 60s ;;
     # issue 11 (b): batched delivery (100 jobs a POST) of 1,000,000 jobs due
     # over 10 s on one node: delivered rate and lateness
-    route-batch) fresh; bench --jobs 1000000 --window 10s --batch 1000 --lead 40s --batch-max-jobs 100 --batch-max-wait 10ms --wait 60s ;;
+    route-batch) fresh; bench --jobs 1000000 --window 10s --batch 1000 --lead 90s --batch-max-jobs 100 --batch-max-wait 10ms --wait 60s ;;
     scale)
       fresh
       bench --jobs 10000000 --batch 1000 --create-only --id-prefix scale

@@ -35,6 +35,8 @@ type Lanes struct {
 	metrics LaneMetrics
 	log     *slog.Logger
 	routeOf func(name string) (*model.Route, bool)
+	// released, if set (tests), sees each job as its lane lets it go.
+	released func(e storage.DueEntry)
 
 	mu      sync.Mutex
 	leading int
@@ -225,7 +227,11 @@ func (l *Lanes) enqueue(p *pending, rt *model.Route) {
 		go l.run(ln)
 		return
 	}
-	ln.signal()
+	// A running lane waits for a token, a free place or its batch to fill:
+	// only a full batch is news (the head, the earliest due, waits longest).
+	if rt.Batch.Set() && len(ln.q) >= int(rt.Batch.MaxJobs) {
+		ln.signal()
+	}
 }
 
 // forget takes every queued job of s out of the lanes: its term ended, or
@@ -330,6 +336,9 @@ func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wa
 	batch = make([]*pending, n)
 	for i := range batch {
 		batch[i] = heap.Pop(&ln.q).(*pending)
+		if l.released != nil {
+			l.released(batch[i].it.e)
+		}
 		if l.metrics != nil && (rt.RateLimit.Set() || rt.MaxInFlight > 0) && now.Sub(batch[i].at) > heldBackAfter {
 			l.metrics.HeldBack(ln.name)
 		}
@@ -353,6 +362,21 @@ func inFlightShare(n int64, share float64) int {
 	return max(1, int(math.Floor(float64(n)*share)))
 }
 
+// refund gives back the tokens of jobs the lane let go that were not sent
+// after all (the fence or the job guard held them back): they come back
+// through the lane, and must not pay twice.
+func (l *Lanes) refund(ln *lane, n int) {
+	if n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	if ln.bucket.started {
+		ln.bucket.tokens = min(ln.bucket.burst, ln.bucket.tokens+float64(n))
+	}
+	l.mu.Unlock()
+	ln.signal()
+}
+
 // done ends a request of the lane (in-flight cap).
 func (l *Lanes) done(ln *lane) {
 	l.mu.Lock()
@@ -365,6 +389,23 @@ func (l *Lanes) done(ln *lane) {
 // while the request is open. The lane waits for the slot itself: a
 // saturated pool holds back the lane, not the scheduler loops.
 func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
+	// A job whose scheduler began draining (a planned transfer) after it
+	// was queued goes back rather than out: the drain must not wait for
+	// the lane's limits.
+	keep := batch[:0]
+	for _, p := range batch {
+		if p.s.stopping.Load() {
+			p.s.guard.disarm(p.tok, false)
+			p.s.finish(p.it.key, true)
+			p.s.fires.Done()
+			continue
+		}
+		keep = append(keep, p)
+	}
+	if batch = keep; len(batch) == 0 {
+		l.done(ln)
+		return
+	}
 	p0 := batch[0]
 	sem := p0.s.sem
 	sem <- struct{}{}
@@ -374,6 +415,9 @@ func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
 			p := batch[0]
 			res, sent := p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness)
 			slot.release()
+			if !sent {
+				l.refund(ln, 1)
+			}
 			l.done(ln)
 			p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
 			return
@@ -414,6 +458,7 @@ func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
 		rs, early, ok := br.resolve(p.it.e, p.j)
 		if !ok {
 			go p.s.settle(p.ctx, p.it.key, early, false, p.tok)
+			l.refund(ln, 1)
 			continue
 		}
 		ready = append(ready, readyJob{p: p, br: br, rs: rs})
@@ -450,6 +495,7 @@ func (l *Lanes) sendPart(ln *lane, part []readyJob) {
 		for _, r := range part {
 			go r.p.s.settle(r.p.ctx, r.p.it.key, fireResult{}, false, r.p.tok)
 		}
+		l.refund(ln, len(part))
 		return
 	}
 	// Fencing, for every slot in the batch, and the job guard, right
@@ -466,6 +512,7 @@ func (l *Lanes) sendPart(ln *lane, part []readyJob) {
 			send = append(send, r)
 		}
 	}
+	l.refund(ln, len(part)-len(send))
 	if len(send) == 0 {
 		return
 	}

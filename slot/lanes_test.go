@@ -53,7 +53,17 @@ func TestLanesRateLimit(t *testing.T) {
 	}
 	f.off = now - 3000
 	rt := &model.Route{Name: "fragile", RateLimit: model.RateLimit{PerSecond: 100, Burst: 10}}
-	startPacedSched(t, f, NewLanes(LanesConfig{}), rt)
+	lanes := NewLanes(LanesConfig{})
+	var relMu sync.Mutex
+	var released []string
+	var relAt []int64
+	lanes.released = func(e storage.DueEntry) {
+		relMu.Lock()
+		released = append(released, e.ID)
+		relAt = append(relAt, time.Now().UnixMilli())
+		relMu.Unlock()
+	}
+	startPacedSched(t, f, lanes, rt)
 	testutil.Eventually(t, 30*time.Second, "1000 fires", func() error {
 		if got := len(f.firedIDs()); got < n {
 			return fmt.Errorf("%d fired", got)
@@ -64,20 +74,21 @@ func TestLanesRateLimit(t *testing.T) {
 	if len(fires) != n {
 		t.Fatalf("%d fires", len(fires))
 	}
-	// Released in trigger order: sends the lane releases together (the
-	// burst, or tokens earned while its timer fired late on a busy
-	// machine) race each other to the fake receiver, so order is checked
-	// after the burst, to 25 ms.
-	byID := append([]fireRec(nil), fires...)
-	sort.Slice(byID, func(a, b int) bool { return byID[a].id < byID[b].id })
-	var latest int64
-	for i, fr := range byID {
-		if i >= 10 && fr.at < latest-25 {
-			t.Fatalf("%s fired at %d, after a later-triggered job at %d (trigger order)", fr.id, fr.at-now, latest-now)
-		}
-		latest = max(latest, fr.at)
+	for _, fr := range fires {
 		if fr.at < fr.due {
 			t.Fatalf("%s fired %d ms early", fr.id, fr.due-fr.at)
+		}
+	}
+	// Released in trigger order (the sends then race each other to the
+	// fake receiver on a busy machine, so order is checked as released).
+	relMu.Lock()
+	defer relMu.Unlock()
+	if len(released) != n {
+		t.Fatalf("%d released", len(released))
+	}
+	for i, id := range released {
+		if want := fmt.Sprintf("j%04d", i); id != want {
+			t.Fatalf("release %d is %s, want %s (trigger order)", i, id, want)
 		}
 	}
 	span := time.Duration(fires[n-1].at-fires[0].at) * time.Millisecond
@@ -85,11 +96,12 @@ func TestLanesRateLimit(t *testing.T) {
 	if span < 9500*time.Millisecond || span > 11*time.Second {
 		t.Fatalf("1000 fires over %v, want ~9.9 s", span)
 	}
-	// Over any second: at most 100 + the burst.
-	for i := range fires {
-		j := sort.Search(len(fires), func(k int) bool { return fires[k].at >= fires[i].at+1000 })
+	// Over any second: at most 100 + the burst released (arrivals at the
+	// fake receiver bunch up when a loaded machine delays the sends).
+	for i := range relAt {
+		j := sort.Search(len(relAt), func(k int) bool { return relAt[k] >= relAt[i]+1000 })
 		if j-i > 110 {
-			t.Fatalf("%d fires in the second from %d ms", j-i, fires[i].at-fires[0].at)
+			t.Fatalf("%d released in the second from %d ms", j-i, relAt[i]-relAt[0])
 		}
 	}
 	t.Logf("1000 fires over %v", span)

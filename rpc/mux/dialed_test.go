@@ -60,7 +60,13 @@ func TestDropPeerClosesTheDialedRaftConnections(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	keep.Close()
-	if n := local.DropPeer(server.Addr().String()); n != 0 {
-		t.Fatalf("dropped %d connections again", n)
+	// A dropped connection dials anew on its next write: a pooled idle
+	// connection must not fail the next RPC (a vote) on it.
+	if _, err := a.(interface{ Write([]byte) (int, error) }).Write([]byte("x")); err != nil {
+		t.Fatalf("a write after the drop: %v", err)
+	}
+	b.Close()
+	if n := local.DropPeer(server.Addr().String()); n != 1 {
+		t.Fatalf("dropped %d connections the second time, want the 1 still open", n)
 	}
 }

@@ -44,11 +44,14 @@ func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	if s.Dialer != nil {
 		dial = s.Dialer
 	}
-	c, err := dial(string(addr), ProtoRaft, s.group, min(timeout, maxRaftDial))
+	timeout = min(timeout, maxRaftDial)
+	c, err := dial(string(addr), ProtoRaft, s.group, timeout)
 	if err != nil || s.dialed == nil {
 		return c, err
 	}
-	return s.dialed.add(string(addr), c), nil
+	return s.dialed.add(string(addr), c, func() (net.Conn, error) {
+		return dial(string(addr), ProtoRaft, s.group, timeout)
+	}), nil
 }
 
 // Addr implements net.Listener with the advertised address.

@@ -366,7 +366,7 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 				due = toMono(max(ds[0].Trigger*int64(time.Millisecond), at))
 			}
 		}
-		dup.Stale = staleSender(h.Faults, ds)
+		dup.Stale = staleSender(h.Faults, ds, cbt)
 		if recreated(writes[ds[0].Key()], ds) {
 			// Deleted, then created again by a write that had been
 			// pending: a new job that happens to share the key.
@@ -459,7 +459,15 @@ func resentOnClose(ds []history.Delivery) bool {
 // from another node before that: the node was deposed during its fault and
 // still sent the callback afterwards. It needs the senders' identities
 // (empty in loopback runs: nothing is found).
-func staleSender(faults []history.Fault, ds []history.Delivery) string {
+//
+// Not when the first copy's sender was itself killed, paused or cut off
+// after it sent it (at most a callback timeout after) and before the
+// second copy, after the second sender's fault had ended: the second
+// sender was then elected again, and its copy is the allowed repeat of a
+// callback in flight at a failover (seen in the nemesis: n2, the leader
+// during n1's pause, had attempt 3 in flight when it was killed 0.7 s
+// after n1 resumed; n1, elected again, sent attempt 3).
+func staleSender(faults []history.Fault, ds []history.Delivery, cbt int64) string {
 	first := ds[0]
 	if first.From == "" {
 		return ""
@@ -472,7 +480,7 @@ func staleSender(faults []history.Fault, ds []history.Delivery) string {
 			if f.Planned || !f.Isolates || f.End == history.Never || !slices.Contains(f.Targets, d.From) {
 				continue
 			}
-			if first.Recv.Mono <= f.End.Mono && d.Recv.Mono > f.End.Mono {
+			if first.Recv.Mono <= f.End.Mono && d.Recv.Mono > f.End.Mono && !failedOver(faults, first, d, f.End.Mono, cbt) {
 				return fmt.Sprintf("%s delivered it at %.3fs, %s again at %.3fs after its %s ended at %.3fs",
 					first.From, sec(first.Recv.Mono), d.From, sec(d.Recv.Mono), f.Kind, sec(f.End.Mono))
 			}
@@ -499,6 +507,21 @@ func isolatedSender(faults []history.Fault, d history.Delivery, ack, cbt int64) 
 		}
 	}
 	return ""
+}
+
+// failedOver reports whether first's sender was isolated by an unplanned
+// fault that began after after, at most cbt after first was sent, and
+// before second was.
+func failedOver(faults []history.Fault, first, second history.Delivery, after, cbt int64) bool {
+	for _, g := range faults {
+		if g.Planned || !g.Isolates || !slices.Contains(g.Targets, first.From) {
+			continue
+		}
+		if g.Start.Mono > after && g.Start.Mono >= first.Recv.Mono && g.Start.Mono <= first.Recv.Mono+cbt && g.Start.Mono <= second.Recv.Mono {
+			return true
+		}
+	}
+	return false
 }
 
 // applyWrite advances the set of states a job may be in by one write.

@@ -197,6 +197,23 @@ func TestFiresStaleSenderAfterItsFault(t *testing.T) {
 	if res := build("n1", "n2").check(); len(res.InWindow) != 1 || res.Violations() != 0 {
 		t.Fatalf("%+v", res)
 	}
+	// n2, the leader during n1's pause, is killed with the callback in
+	// flight after n1 resumed; n1, elected again, sends it: not a deposed
+	// node's copy, but the repeat allowed at n2's failover.
+	b := newFB().create("a", 0, 10, 4000).
+		deliver("a", 4000, 1, 4001, 6001, "gone").deliver("a", 4000, 1, 6500, 6501, "200")
+	b.h.Deliveries[0].From, b.h.Deliveries[1].From = "n2", "n1"
+	b.h.Faults = append(b.h.Faults,
+		history.Fault{ID: 1, Kind: "pause-leader", Targets: []string{"n1"}, Isolates: true, Start: ms(1500), End: ms(5000)},
+		history.Fault{ID: 2, Kind: "kill-one", Targets: []string{"n2"}, Isolates: true, Start: ms(5700), End: ms(8000)})
+	if res := b.check(); len(res.StaleDups) != 0 || len(res.InWindow) != 1 || res.Violations() != 0 {
+		t.Fatalf("%+v", res)
+	}
+	// Without n2's kill, n1's copy is a deposed node's.
+	b.h.Faults = b.h.Faults[:1]
+	if res := b.check(); len(res.StaleDups) != 1 {
+		t.Fatalf("%+v", res)
+	}
 }
 
 // A create held by a paused node (the client timed out), retried through
