@@ -242,16 +242,22 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 
 	fmt.Fprintf(out, "bench: deleting the schedules…\n")
 	delStart := time.Now()
-	if err := forEach(ctx, cfg.Schedules, cfg.Concurrency, func(i int) error {
-		err := c.DeleteSchedule(ctx, cfg.Collection, rcv.prefix+strconv.Itoa(i))
-		if errors.Is(err, client.ErrNotFound) {
-			err = nil // a retried DELETE whose first attempt went through
+	// Every schedule is deleted whatever fails: one left behind would keep
+	// loading the cluster with occurrences nobody receives.
+	var failed atomic.Int64
+	var lastErr atomic.Value
+	_ = forEach(context.WithoutCancel(ctx), cfg.Schedules, cfg.Concurrency, func(i int) error {
+		err := c.DeleteSchedule(context.WithoutCancel(ctx), cfg.Collection, rcv.prefix+strconv.Itoa(i))
+		if err != nil && !errors.Is(err, client.ErrNotFound) { // not found: a retried DELETE whose first attempt went through
+			failed.Add(1)
+			lastErr.Store(err)
 		}
-		return err
-	}); err != nil {
-		return rep, err
-	}
+		return nil
+	})
 	rep.DeleteSeconds = time.Since(delStart).Seconds()
+	if n := failed.Load(); n > 0 {
+		return rep, fmt.Errorf("bench: %d schedules (prefix %q) could not be deleted, the last error: %v; delete them by hand", n, rcv.prefix, lastErr.Load())
+	}
 	n := rcv.total.Load()
 	select {
 	case <-ctx.Done():
