@@ -192,6 +192,27 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	for i := range rcv.start {
 		rcv.start[i] = base + int64(i)*every/int64(cfg.Schedules)
 	}
+	// cleanup deletes every schedule whatever fails: one left behind would
+	// keep loading the cluster with occurrences nobody receives.
+	cleanup := func() error {
+		fmt.Fprintf(out, "bench: deleting the schedules…\n")
+		delStart := time.Now()
+		var failed atomic.Int64
+		var lastErr atomic.Value
+		_ = forEach(context.WithoutCancel(ctx), cfg.Schedules, cfg.Concurrency, func(i int) error {
+			err := c.DeleteSchedule(context.WithoutCancel(ctx), cfg.Collection, rcv.prefix+strconv.Itoa(i))
+			if err != nil && !errors.Is(err, client.ErrNotFound) { // not found: never put, or a retried DELETE
+				failed.Add(1)
+				lastErr.Store(err)
+			}
+			return nil
+		})
+		rep.DeleteSeconds = time.Since(delStart).Seconds()
+		if n := failed.Load(); n > 0 {
+			return fmt.Errorf("bench: %d schedules (prefix %q) could not be deleted, the last error: %v; delete them by hand", n, rcv.prefix, lastErr.Load())
+		}
+		return nil
+	}
 	fmt.Fprintf(out, "bench: putting %d schedules (every %s)…\n", cfg.Schedules, cfg.Every)
 	putStart := time.Now()
 	if err := forEach(ctx, cfg.Schedules, cfg.Concurrency, func(i int) error {
@@ -200,7 +221,7 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 		})
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, errors.Join(err, cleanup())
 	}
 	rep.PutSeconds = time.Since(putStart).Seconds()
 	from := max(time.Now().Add(cfg.Warmup).UnixMilli(), base+every)
@@ -213,7 +234,7 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	// Wait for the window to pass, and a little for its last callbacks.
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, errors.Join(ctx.Err(), cleanup())
 	case <-time.After(time.Until(time.UnixMilli(to).Add(2 * time.Second))):
 	}
 	rcv.mu.Lock()
@@ -240,23 +261,8 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	rcv.mu.Unlock()
 	rep.FiresPerSecond = float64(rep.Delivered) / cfg.Duration.Seconds()
 
-	fmt.Fprintf(out, "bench: deleting the schedules…\n")
-	delStart := time.Now()
-	// Every schedule is deleted whatever fails: one left behind would keep
-	// loading the cluster with occurrences nobody receives.
-	var failed atomic.Int64
-	var lastErr atomic.Value
-	_ = forEach(context.WithoutCancel(ctx), cfg.Schedules, cfg.Concurrency, func(i int) error {
-		err := c.DeleteSchedule(context.WithoutCancel(ctx), cfg.Collection, rcv.prefix+strconv.Itoa(i))
-		if err != nil && !errors.Is(err, client.ErrNotFound) { // not found: a retried DELETE whose first attempt went through
-			failed.Add(1)
-			lastErr.Store(err)
-		}
-		return nil
-	})
-	rep.DeleteSeconds = time.Since(delStart).Seconds()
-	if n := failed.Load(); n > 0 {
-		return rep, fmt.Errorf("bench: %d schedules (prefix %q) could not be deleted, the last error: %v; delete them by hand", n, rcv.prefix, lastErr.Load())
+	if err := cleanup(); err != nil {
+		return rep, err
 	}
 	n := rcv.total.Load()
 	select {
