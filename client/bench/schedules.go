@@ -197,19 +197,23 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	cleanup := func() error {
 		fmt.Fprintf(out, "bench: deleting the schedules…\n")
 		delStart := time.Now()
-		var failed atomic.Int64
-		var lastErr atomic.Value
+		var (
+			mu      sync.Mutex
+			failed  int
+			lastErr error
+		)
 		_ = forEach(context.WithoutCancel(ctx), cfg.Schedules, cfg.Concurrency, func(i int) error {
 			err := c.DeleteSchedule(context.WithoutCancel(ctx), cfg.Collection, rcv.prefix+strconv.Itoa(i))
 			if err != nil && !errors.Is(err, client.ErrNotFound) { // not found: never put, or a retried DELETE
-				failed.Add(1)
-				lastErr.Store(err)
+				mu.Lock()
+				failed, lastErr = failed+1, err
+				mu.Unlock()
 			}
 			return nil
 		})
 		rep.DeleteSeconds = time.Since(delStart).Seconds()
-		if n := failed.Load(); n > 0 {
-			return fmt.Errorf("bench: %d schedules (prefix %q) could not be deleted, the last error: %v; delete them by hand", n, rcv.prefix, lastErr.Load())
+		if failed > 0 {
+			return fmt.Errorf("bench: %d schedules (prefix %q) could not be deleted, the last error: %w; delete them by hand", failed, rcv.prefix, lastErr)
 		}
 		return nil
 	}
