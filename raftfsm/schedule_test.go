@@ -34,6 +34,7 @@ func scheduleWorkload() []*raft.Log {
 		[]Command{&Redrive{Coll: "c", IDs: []string{"s@1000", "s@5000", "nope"}, Now: 8000}},
 		[]Command{&Ack{Coll: "c", ID: "s@5000", Version: 1, Attempts: 1, LastError: "404", Now: 5100}},
 		[]Command{&Redrive{Coll: "c", From: 0, To: 6000, Limit: 10, Now: 9000}},
+		[]Command{&Upsert{Coll: "c", ID: "s@1000", Spec: spec(9500, 77), Now: 9001}}, // a PUT keeps the schedule
 	)
 }
 
@@ -50,7 +51,7 @@ func TestScheduleCommands(t *testing.T) {
 	}
 	want := []model.Code{model.CodeCreated, model.CodeExists, model.CodeOK, model.CodeStale, model.CodeOK,
 		model.CodeCreated, model.CodeOK, model.CodeStale, model.CodeOK, model.CodeNotFound,
-		model.CodeOK, model.CodeOK, model.CodeOK, model.CodeOK}
+		model.CodeOK, model.CodeOK, model.CodeOK, model.CodeOK, model.CodeOK}
 	if !reflect.DeepEqual(codes, want) {
 		t.Fatalf("codes\n got %v\nwant %v", codes, want)
 	}
@@ -73,6 +74,12 @@ func TestScheduleCommands(t *testing.T) {
 		j, ok, err := GetJob(db, 2, "c", id)
 		if err != nil || !ok {
 			t.Fatalf("occurrence %s: %v %v", id, ok, err)
+		}
+		if id == "s@1000" {
+			if j.Schedule != "s" || j.TriggerTime != 9500 {
+				t.Fatalf("replaced occurrence: %+v", j)
+			}
+			continue
 		}
 		if j.Schedule != "s" || j.Status != model.StatusScheduled || j.Attempts != 0 || string(j.Meta) != `{"k":1}` {
 			t.Fatalf("occurrence %s: %+v", id, j)
@@ -116,7 +123,7 @@ func TestScheduleReplayAndSnapshot(t *testing.T) {
 	}
 	// The offset is derived on restore: move the source's to where the
 	// derivation puts it, so the dumps compare.
-	f1.ApplyBatch([]*raft.Log{{Index: 15, Type: raft.LogCommand, Data: Encode(&AdvanceOffset{Offset: 1 << 40})}})
+	f1.ApplyBatch([]*raft.Log{{Index: uint64(len(scheduleWorkload()) + 1), Type: raft.LogCommand, Data: Encode(&AdvanceOffset{Offset: 1 << 40})}})
 	first = dump(t, db1, 4)
 	var s sink
 	if _, err := f1.StreamState(&s); err != nil {

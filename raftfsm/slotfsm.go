@@ -391,6 +391,7 @@ func (s *applyState) upsert(c *Upsert) (model.Result, error) {
 		}
 		j.Version = old.Version + 1
 		j.CreatedAt = old.CreatedAt
+		j.Schedule = old.Schedule // a replaced occurrence stays its schedule's
 		code = model.CodeOK
 	}
 	if err := s.putJob(j); err != nil {

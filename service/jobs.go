@@ -136,6 +136,16 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 // only when the read shows that the earlier attempt did not touch it.
 func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec model.JobSpec, ifMatch uint64) ([]model.Result, error) {
 	sl := s.slotOf(coll, id)
+	if o, alt := s.occurrenceSlot(coll, id); alt {
+		// A schedule's occurrence lives in its schedule's slot: a PUT of
+		// one (a redrive, say) goes there, unless the id's own slot has a
+		// job of that id (GET looks there first too).
+		if _, here, err := s.fwd.GetJob(ctx, sl, coll, id); err == nil && !here {
+			if _, there, err := s.fwd.GetJob(ctx, o, coll, id); err == nil && there {
+				sl = o
+			}
+		}
+	}
 	cmd := &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()}
 	res, err := s.fwd.ProposeSlot(ctx, sl, cmd)
 	if !unknown(err) {

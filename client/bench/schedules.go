@@ -192,6 +192,31 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	for i := range rcv.start {
 		rcv.start[i] = base + int64(i)*every/int64(cfg.Schedules)
 	}
+	// cleanup deletes every schedule whatever fails: one left behind would
+	// keep loading the cluster with occurrences nobody receives.
+	cleanup := func() error {
+		fmt.Fprintf(out, "bench: deleting the schedules…\n")
+		delStart := time.Now()
+		var (
+			mu      sync.Mutex
+			failed  int
+			lastErr error
+		)
+		_ = forEach(context.WithoutCancel(ctx), cfg.Schedules, cfg.Concurrency, func(i int) error {
+			err := c.DeleteSchedule(context.WithoutCancel(ctx), cfg.Collection, rcv.prefix+strconv.Itoa(i))
+			if err != nil && !errors.Is(err, client.ErrNotFound) { // not found: never put, or a retried DELETE
+				mu.Lock()
+				failed, lastErr = failed+1, err
+				mu.Unlock()
+			}
+			return nil
+		})
+		rep.DeleteSeconds = time.Since(delStart).Seconds()
+		if failed > 0 {
+			return fmt.Errorf("bench: %d schedules (prefix %q) could not be deleted, the last error: %w; delete them by hand", failed, rcv.prefix, lastErr)
+		}
+		return nil
+	}
 	fmt.Fprintf(out, "bench: putting %d schedules (every %s)…\n", cfg.Schedules, cfg.Every)
 	putStart := time.Now()
 	if err := forEach(ctx, cfg.Schedules, cfg.Concurrency, func(i int) error {
@@ -200,7 +225,7 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 		})
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, errors.Join(err, cleanup())
 	}
 	rep.PutSeconds = time.Since(putStart).Seconds()
 	from := max(time.Now().Add(cfg.Warmup).UnixMilli(), base+every)
@@ -213,7 +238,7 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	// Wait for the window to pass, and a little for its last callbacks.
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, errors.Join(ctx.Err(), cleanup())
 	case <-time.After(time.Until(time.UnixMilli(to).Add(2 * time.Second))):
 	}
 	rcv.mu.Lock()
@@ -240,18 +265,9 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	rcv.mu.Unlock()
 	rep.FiresPerSecond = float64(rep.Delivered) / cfg.Duration.Seconds()
 
-	fmt.Fprintf(out, "bench: deleting the schedules…\n")
-	delStart := time.Now()
-	if err := forEach(ctx, cfg.Schedules, cfg.Concurrency, func(i int) error {
-		err := c.DeleteSchedule(ctx, cfg.Collection, rcv.prefix+strconv.Itoa(i))
-		if errors.Is(err, client.ErrNotFound) {
-			err = nil // a retried DELETE whose first attempt went through
-		}
-		return err
-	}); err != nil {
+	if err := cleanup(); err != nil {
 		return rep, err
 	}
-	rep.DeleteSeconds = time.Since(delStart).Seconds()
 	n := rcv.total.Load()
 	select {
 	case <-ctx.Done():
