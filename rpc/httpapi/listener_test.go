@@ -165,7 +165,10 @@ func TestIdleConnectionsAndCap(t *testing.T) {
 		}
 		worst = max(worst, time.Since(start))
 	}
-	if worst > time.Second {
+	// A server that idle connections starved would hold the create until
+	// their idle timeout; the bound is loose so a loaded CI host's
+	// scheduling delays do not trip it.
+	if worst > 5*time.Second {
 		t.Fatalf("a create took %v with %d idle connections open", worst, idle)
 	}
 	t.Logf("worst create latency with %d idle connections: %v", idle, worst)
