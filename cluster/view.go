@@ -217,7 +217,7 @@ type viewCache struct {
 }
 
 func (c *Cluster) viewLoop() {
-	t := time.NewTicker(time.Second)
+	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	for {
 		select {
@@ -225,10 +225,27 @@ func (c *Cluster) viewLoop() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		c.RefreshView(ctx)
-		cancel()
+		every := viewEvery(c.SlotCount())
+		c.view.mu.Lock()
+		fresh := time.Since(c.view.at) < every
+		c.view.mu.Unlock()
+		if !fresh {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			c.RefreshView(ctx)
+			cancel()
+		}
+		t.Reset(every)
 	}
+}
+
+// viewEvery is how often the background loop refreshes the view: every
+// second up to 256 slots, then a second more per 256 slots. A refresh asks
+// every node for the status of each of its replicas (JSON), so its cost
+// grows with the slot count (docs/scaling.md); the loop only keeps the
+// cache warm — a caller that needs a fresher view refreshes it
+// (CachedView's maxAge).
+func viewEvery(slots int) time.Duration {
+	return time.Duration(max(1, (slots+255)/256)) * time.Second
 }
 
 // CachedView returns the last view if it is fresh enough, else refreshes.
