@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 raft v1.7.3 still fills and reads the deprecated Leader field of a heartbeat (older peers send only it), so a coalesced heartbeat must carry it unchanged.
+
 package beat
 
 import (
