@@ -115,6 +115,21 @@ func (ld *opsLoad) run() {
 	}
 }
 
+// waitAcked waits until the load has n acknowledged jobs, so a test whose
+// steps finish quickly still judges a load worth judging (finish requires
+// 100).
+func (ld *opsLoad) waitAcked(n int, timeout time.Duration) {
+	ld.t.Helper()
+	testutil.Eventually(ld.t, timeout, fmt.Sprintf("%d jobs acknowledged by the load", n), func() error {
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		if len(ld.acked) < n {
+			return fmt.Errorf("%d acknowledged", len(ld.acked))
+		}
+		return nil
+	})
+}
+
 // finish stops creating, waits until every acknowledged job was delivered,
 // listens a while longer for late duplicates, and checks: none lost, none
 // delivered twice, none early.
@@ -887,6 +902,7 @@ func TestOpsForceRemoveDeadNodeAndRejoin(t *testing.T) {
 	if _, ok := nodeRow(tc.info(""), "n4"); ok {
 		t.Fatal("n4 still listed after its removal")
 	}
+	ld.waitAcked(120, 30*time.Second)
 	ld.finish(60 * time.Second)
 	// The dead node restarts: a new process, so it joins again, holding
 	// nothing (its old replicas are deleted once their groups confirm it
