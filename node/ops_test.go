@@ -690,10 +690,18 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		}
 		return nil
 	})
-	ml := tc.node(info.MetaLeader)
-	if v, _ := metricSum(t, ml, "timemachine_cluster_nodes", map[string]string{"status": "alive"}); v != 3 {
-		t.Errorf("timemachine_cluster_nodes{status=alive} = %v, want 3", v)
-	}
+	// Waited for: the gauge is set by the meta leader's controller pass,
+	// which may not have run yet on a leader that just took over.
+	testutil.Eventually(t, 15*time.Second, "timemachine_cluster_nodes{status=alive} = 3 on the meta leader", func() error {
+		info = tc.info("")
+		if info.MetaLeader == "" {
+			return errors.New("no meta leader")
+		}
+		if v, _ := metricSum(t, tc.node(info.MetaLeader), "timemachine_cluster_nodes", map[string]string{"status": "alive"}); v != 3 {
+			return fmt.Errorf("%s: %v", info.MetaLeader, v)
+		}
+		return nil
+	})
 	// Waited for: an unplanned election (a stall under -race) leaves
 	// slots without a leader for a moment.
 	testutil.Eventually(t, 20*time.Second, "timemachine_slot_leaders adding up to 12, with follower lag where they lead", func() error {
