@@ -140,23 +140,8 @@ func (c *Client) DeliverBatch(ctx context.Context, r *BatchRequest) BatchResult 
 }
 
 func (c *Client) buildBatchRequest(req *fasthttp.Request, r *BatchRequest, now time.Time) error {
-	if err := c.validURL(r.URL); err != nil {
+	if err := c.startRequest(req, r.URL, r.Headers, HeaderBatch); err != nil {
 		return err
-	}
-	req.Header.DisableNormalizing()
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI(r.URL)
-	for k, v := range r.Headers {
-		if err := checkHeaderName(k); err != nil {
-			return fmt.Errorf("%w: route header: %w", ErrInvalidRequest, err)
-		}
-		if err := checkHeaderValue(k, v); err != nil {
-			return fmt.Errorf("%w: route header: %w", ErrInvalidRequest, err)
-		}
-		if isReservedHeader(k) || k == HeaderBatch {
-			continue
-		}
-		req.Header.Set(k, v)
 	}
 	var num [20]byte
 	req.Header.SetContentType("application/json")

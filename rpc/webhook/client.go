@@ -403,8 +403,11 @@ func abandoned(ctx context.Context, start time.Time) Result {
 	}
 }
 
-func (c *Client) buildRequest(req *fasthttp.Request, r *Request, now time.Time) error {
-	if err := c.validURL(r.URL); err != nil {
+// startRequest checks url, starts a POST to it and copies the route's
+// headers, refusing invalid ones and skipping the reserved ones (and
+// alsoReserved, when set): shared by single and batched callbacks.
+func (c *Client) startRequest(req *fasthttp.Request, url string, headers map[string]string, alsoReserved string) error {
+	if err := c.validURL(url); err != nil {
 		return err
 	}
 	// Send header names exactly as written (webhook-id stays lower-case,
@@ -412,19 +415,25 @@ func (c *Client) buildRequest(req *fasthttp.Request, r *Request, now time.Time) 
 	// still normalized, so Peek("Retry-After") matches any spelling.
 	req.Header.DisableNormalizing()
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI(r.URL)
-
-	for k, v := range r.Headers {
+	req.SetRequestURI(url)
+	for k, v := range headers {
 		if err := checkHeaderName(k); err != nil {
 			return fmt.Errorf("%w: route header: %w", ErrInvalidRequest, err)
 		}
 		if err := checkHeaderValue(k, v); err != nil {
 			return fmt.Errorf("%w: route header: %w", ErrInvalidRequest, err)
 		}
-		if isReservedHeader(k) {
+		if isReservedHeader(k) || (alsoReserved != "" && k == alsoReserved) {
 			continue
 		}
 		req.Header.Set(k, v)
+	}
+	return nil
+}
+
+func (c *Client) buildRequest(req *fasthttp.Request, r *Request, now time.Time) error {
+	if err := c.startRequest(req, r.URL, r.Headers, ""); err != nil {
+		return err
 	}
 
 	key := r.IdempotencyKey
