@@ -427,6 +427,9 @@ func (cc *clientConn) fail(err error) {
 	cc.mu.Unlock()
 
 	close(cc.done)
+	if len(pending) > 0 || !errors.Is(err, ErrClosed) {
+		abandon(cc.conn)
+	}
 	_ = cc.conn.Close()
 	cc.w.stop(err)
 	cc.p.remove(cc, err)
@@ -435,6 +438,30 @@ func (cc *clientConn) fail(err error) {
 	}
 	if !errors.Is(err, ErrClosed) {
 		cc.p.log.Info("peer connection lost", "calls_failed", len(pending), "error", err)
+	}
+}
+
+// abandon makes the coming Close of a failed connection a reset (SO_LINGER
+// 0): the kernel then throws away request bytes it has not delivered yet.
+// A plain close leaves them queued on an orphaned socket that keeps
+// retransmitting, and when a partition heals the peer reads and runs a
+// request its caller gave up on seconds earlier. Callers treat a failed
+// write as of unknown outcome and find the outcome out with the current
+// leader (service/resolve.go), so a late copy must never arrive: in the
+// nemesis (seed 11358230646049423404, cycle 48) a create forwarded to a
+// leader cut off by a partition reached it 6 s later, after the client had
+// its 201 from the new leader and a DELETE 204, and re-created the job.
+func abandon(c net.Conn) {
+	for c != nil {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
 	}
 }
 

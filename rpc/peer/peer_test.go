@@ -687,3 +687,93 @@ func TestHandlerRegistry(t *testing.T) {
 		t.Fatalf("an unregistered method: %v, want a RemoteError %s", err, CodeUnknownMethod)
 	}
 }
+
+// rawPeer serves one connection by hand and reports how its reads ended:
+// requests are answered when answer is set, else left in flight.
+func rawPeer(t *testing.T, answer bool) (addr string, requests <-chan struct{}, readErr <-chan error) {
+	m := listenMux(t)
+	l, _ := m.Listen(mux.ProtoRPC, 0)
+	errc := make(chan error, 16)
+	reqc := make(chan struct{}, 16)
+	serve := func(conn net.Conn) {
+		defer conn.Close()
+		fr := newFrameReader(conn)
+		w := newFrameWriter(conn, func(error) {})
+		defer w.stop(ErrClosed)
+		for {
+			f, err := fr.read()
+			if err != nil {
+				errc <- err
+				return
+			}
+			if f.kind != kindRequest {
+				continue
+			}
+			reqc <- struct{}{}
+			if answer {
+				_ = w.send(frame{id: f.id, kind: kindOK, method: f.method})
+			}
+		}
+	}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go serve(conn)
+		}
+	}()
+	return m.Addr().String(), reqc, errc
+}
+
+// A connection failed with calls in flight is reset, not closed: the
+// kernel then discards request bytes it has not delivered, where a plain
+// close keeps retransmitting them from an orphaned socket until a healed
+// partition lets the peer run a request its caller already gave up on
+// (see abandon). The peer sees the reset as ECONNRESET instead of EOF.
+func TestDroppedConnectionWithCallsInFlightIsReset(t *testing.T) {
+	addr, requests, readErr := rawPeer(t, false)
+	c := newClient(t, ClientOptions{})
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := c.Call(timeout(t, 30*time.Second), addr, 1, []byte("create c3-000685"))
+		callErr <- err
+	}()
+	select {
+	case <-requests:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the peer")
+	}
+	c.Drop(addr, errors.New("node answers no liveness ping"))
+	if err := <-callErr; !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("call: %v, want ErrUnreachable", err)
+	}
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("the peer's read ended with %v, want ECONNRESET (a reset, not an orderly close)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the peer never saw the connection end")
+	}
+}
+
+// A client closed with no call in flight closes its connections in order
+// (FIN): only abandoned calls call for a reset.
+func TestClientCloseWithoutCallsIsOrderly(t *testing.T) {
+	addr, _, readErr := rawPeer(t, true)
+	c := NewClient(ClientOptions{Logger: quiet()})
+	if _, err := c.Call(timeout(t, 10*time.Second), addr, 1, []byte("get")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	select {
+	case err := <-readErr:
+		if errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("an idle connection was reset: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the peer never saw the connection end")
+	}
+}
