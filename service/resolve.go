@@ -17,7 +17,12 @@ import (
 // instead: once a leader answers again, raft has decided the fate of the
 // earlier attempt (a new leader commits an entry of its own term first, so
 // an entry it did not have can never commit any more), and a read or an
-// idempotent re-send of the same command tells which way it went:
+// idempotent re-send of the same command tells which way it went. (That
+// holds only if the earlier attempt cannot reach a node later, outside
+// raft: a forwarded request still queued on a connection the caller gave
+// up on would be run by whichever node leads when it arrives. The peer
+// client resets such connections, discarding what was not delivered —
+// rpc/peer abandon.)
 //
 //   - a create is re-sent with the same stamp: 201 as before, or "exists"
 //     with the job's created_at equal to this request's stamp — the
