@@ -121,8 +121,12 @@ func (r *livenessReactor) react() {
 		if !r.dropped[d] {
 			r.dropped[d] = true
 			if addr := n.live.Addr(d); addr != "" {
-				n.rpc.Drop(addr, fmt.Errorf("node %s answers no liveness ping", d))
-				n.mux.DropPeer(addr)
+				// Closing connections can wait (a TLS close writes an
+				// alert); the hurried elections below must not.
+				go func(d string) {
+					n.rpc.Drop(addr, fmt.Errorf("node %s answers no liveness ping", d))
+					n.mux.DropPeer(addr)
+				}(d)
 			}
 		}
 	}
@@ -133,7 +137,7 @@ func (r *livenessReactor) react() {
 			// silent may sit in TCP's retransmission backoff for seconds
 			// (mux.DropPeer); raft dials fresh ones.
 			if addr := n.live.Addr(d); addr != "" {
-				n.mux.DropPeer(addr)
+				go n.mux.DropPeer(addr)
 			}
 		}
 	}

@@ -63,6 +63,13 @@ type dialedConn struct {
 	set    *dialedSet
 	redial func() (net.Conn, error)
 
+	// wmu serialises writes and the redial before one. It is never held
+	// with mu while dialing: a redial to a dead peer waits out the dial
+	// timeout, and drop, Read and Close must not wait for it (the node's
+	// liveness reactor calls DropPeer, and a drop stuck behind a 1 s dial
+	// delayed every hurried election of the node by that second).
+	wmu sync.Mutex
+
 	mu      sync.Mutex
 	inner   net.Conn
 	dropped bool
@@ -92,18 +99,26 @@ func (c *dialedConn) drop() {
 // write on a dropped connection starts an RPC: nothing is lost with the
 // old connection.
 func (c *dialedConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
-	if c.dropped && !c.closed {
+	redial := c.dropped && !c.closed
+	c.mu.Unlock()
+	if redial {
 		nc, err := c.redial()
 		if err != nil {
-			c.mu.Unlock()
 			return 0, err
 		}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			_ = nc.Close()
+			return 0, net.ErrClosed
+		}
 		c.inner, c.dropped = nc, false
+		c.mu.Unlock()
 	}
-	inner := c.inner
-	c.mu.Unlock()
-	return inner.Write(b)
+	return c.conn().Write(b)
 }
 
 func (c *dialedConn) Read(b []byte) (int, error) { return c.conn().Read(b) }

@@ -1,7 +1,9 @@
 package mux
 
 import (
+	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -68,5 +70,41 @@ func TestDropPeerClosesTheDialedRaftConnections(t *testing.T) {
 	b.Close()
 	if n := local.DropPeer(server.Addr().String()); n != 1 {
 		t.Fatalf("dropped %d connections the second time, want the 1 still open", n)
+	}
+}
+
+// A write that redials a dropped connection to a dead peer waits out the
+// dial; dropping the peer again meanwhile (the liveness reactor does)
+// must not wait with it.
+func TestDropDoesNotWaitForARedial(t *testing.T) {
+	var set dialedSet
+	a, b := net.Pipe()
+	defer b.Close()
+	dialing, release := make(chan struct{}), make(chan struct{})
+	c := set.add("peer", a, func() (net.Conn, error) {
+		close(dialing)
+		<-release // a dial to a cut-off peer: up to the dial timeout
+		return nil, errors.New("dial: i/o timeout")
+	})
+	if set.drop("peer") != 1 {
+		t.Fatal("the connection was not tracked")
+	}
+	wrote := make(chan error, 1)
+	go func() { _, err := c.Write([]byte("vote")); wrote <- err }()
+	<-dialing
+	dropped := make(chan struct{})
+	go func() {
+		set.drop("peer")
+		_ = c.SetReadDeadline(time.Now())
+		close(dropped)
+	}()
+	select {
+	case <-dropped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("drop waited for the redial")
+	}
+	close(release)
+	if err := <-wrote; err == nil {
+		t.Fatal("a write whose redial failed succeeded")
 	}
 }

@@ -429,8 +429,9 @@ func (cc *clientConn) fail(err error) {
 	close(cc.done)
 	if len(pending) > 0 || !errors.Is(err, ErrClosed) {
 		abandon(cc.conn)
+	} else {
+		_ = cc.conn.Close()
 	}
-	_ = cc.conn.Close()
 	cc.w.stop(err)
 	cc.p.remove(cc, err)
 	for _, cl := range pending {
@@ -451,18 +452,25 @@ func (cc *clientConn) fail(err error) {
 // nemesis (seed 11358230646049423404, cycle 48) a create forwarded to a
 // leader cut off by a partition reached it 6 s later, after the client had
 // its 201 from the new leader and a DELETE 204, and re-created the job.
+//
+// The TCP connection itself is closed first: a TLS connection's own Close
+// writes a close_notify alert and waits up to 5 s for a peer that may be
+// cut off; the outer Close then fails at once.
 func abandon(c net.Conn) {
+	outer := c
 	for c != nil {
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
-			return
+			_ = tc.Close()
+			break
 		}
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
-			return
+			break
 		}
 		c = u.NetConn()
 	}
+	_ = outer.Close()
 }
 
 func (cc *clientConn) readLoop() {
