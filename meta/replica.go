@@ -193,6 +193,10 @@ func (m *Replica) Expedite(dead string, stagger time.Duration, alive func() bool
 // Voters lists the meta group's voters.
 func (m *Replica) Voters() []string { return m.g.Voters() }
 
+// Uncommitted is how many log entries are past the known commit index
+// (raftgroup.Group.Uncommitted).
+func (m *Replica) Uncommitted() uint64 { return m.g.Uncommitted() }
+
 // Close stops the meta replica.
 func (m *Replica) Close() error {
 	err := m.g.Close()

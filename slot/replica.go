@@ -511,6 +511,10 @@ func (r *Replica) Expedite(dead string, stagger time.Duration, alive func() bool
 // Voters lists the slot's voters.
 func (r *Replica) Voters() []string { return r.g.Voters() }
 
+// Uncommitted is how many log entries are past the known commit index
+// (raftgroup.Group.Uncommitted).
+func (r *Replica) Uncommitted() uint64 { return r.g.Uncommitted() }
+
 // outcomeLinger is how long the outcome proposer waits for more outcomes
 // once it holds one under load.
 const outcomeLinger = 5 * time.Millisecond
