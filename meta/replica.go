@@ -193,9 +193,8 @@ func (m *Replica) Expedite(dead string, stagger time.Duration, alive func() bool
 // Voters lists the meta group's voters.
 func (m *Replica) Voters() []string { return m.g.Voters() }
 
-// Uncommitted is how many log entries are past the known commit index
-// (raftgroup.Group.Uncommitted).
-func (m *Replica) Uncommitted() uint64 { return m.g.Uncommitted() }
+// LastIndex is the last index in the replica's log.
+func (m *Replica) LastIndex() uint64 { return m.g.LastIndex() }
 
 // Close stops the meta replica.
 func (m *Replica) Close() error {

@@ -79,3 +79,29 @@ func TestFailoverWithinTwoSeconds(t *testing.T) {
 		t.Fatalf("failover took up to %v, over 2 s", worst)
 	}
 }
+
+// The followers of a group whose leader died learn each other's last log
+// index (methodLastIndexes) to order their hurried elections; each answer
+// is that node's own replica's index.
+func TestFollowersTellTheirLastLogIndexes(t *testing.T) {
+	tc := startCluster(t, 3, nil)
+	tc.waitReady(30 * time.Second)
+	asker := tc.live()[0]
+	byPeer := map[string][]string{}
+	for _, n := range tc.live()[1:] {
+		byPeer[n.ID()] = []string{metaGroupKey, groupKey(0), "no-such-group"}
+	}
+	got := asker.askLastIndexes(byPeer)
+	for _, n := range tc.live()[1:] {
+		m := got[n.ID()]
+		if m[metaGroupKey] == 0 || m[metaGroupKey] > n.meta.LastIndex() {
+			t.Fatalf("%s: meta last index %d, its replica's is %d", n.ID(), m[metaGroupKey], n.meta.LastIndex())
+		}
+		if rep := n.slots.Get(0); rep != nil && (m[groupKey(0)] == 0 || m[groupKey(0)] > rep.LastIndex()) {
+			t.Fatalf("%s: slot 0 last index %d, its replica's is %d", n.ID(), m[groupKey(0)], rep.LastIndex())
+		}
+		if _, ok := m["no-such-group"]; ok {
+			t.Fatalf("%s answered an index for a group it has no replica of", n.ID())
+		}
+	}
+}

@@ -101,30 +101,13 @@ type livenessReactor struct {
 	handing map[int]time.Time    // slot → when its leadership was handed away
 }
 
-// hurryStagger separates the followers of one group: the first (by id)
-// starts its election that much before the next, so one of them wins the
-// first round instead of splitting the vote.
-const hurryStagger = 40 * time.Millisecond
-
-// hurryTailMax caps how many uncommitted log entries order the hurried
-// elections (below).
-const hurryTailMax = 3
-
-// hurryDelay is a follower's wait before its hurried election. The
-// followers go one hurryStagger apart, ordered by how many entries their
-// logs hold past the known commit index, then by id (rank among the
-// followers, of which there are followers). Why the tail: a first
-// candidate is refused by the other followers, which still name the old
-// leader; the next one wins — unless its log is shorter than the first's,
-// which then refuses it, and both wait out raft's randomised 0.5–1 s
-// election timeout (a 2.1–2.3 s failover in the short nemesis). A follower
-// that got more of the dead leader's last entries goes later, so the one
-// that wins has the longest log. (They all learned the commit index from
-// the same leader, so the tails compare their logs' lengths.)
-func hurryDelay(rank, followers int, uncommitted uint64) time.Duration {
-	slot := int(min(uncommitted, hurryTailMax))*followers + rank
-	return time.Duration(slot) * hurryStagger
-}
+// hurryStagger separates the followers of one group: each starts its
+// election that much after the one before it in the order of hurryOrder,
+// so one of them wins the first round instead of splitting the vote. It
+// exceeds the usual spread of the followers' own detections of the dead
+// leader (up to ~100 ms: pings go every 100 ms), which it must outlast for
+// the order to hold.
+const hurryStagger = 150 * time.Millisecond
 
 // hurryRetry is how soon a group that still follows a dead leader is
 // hurried again. Expedite is a no-op while the group's hurry runs, so this
@@ -168,39 +151,34 @@ func (r *livenessReactor) react() {
 		}
 	}
 	if len(dead) > 0 {
-		type group struct {
-			name   string
-			leader func() string
-			voters func() []string
-			tail   func() uint64
-			hurry  func(string, time.Duration, func() bool)
-		}
-		var groups []group
-		for _, rep := range n.slots.All() {
-			groups = append(groups, group{fmt.Sprintf("slot-%d", rep.Slot()), func() string { id, _ := rep.Leader(); return id }, rep.Voters, rep.Uncommitted, rep.Expedite})
-		}
-		groups = append(groups, group{"meta", func() string { id, _ := n.meta.Leader(); return id }, n.meta.Voters, n.meta.Uncommitted, n.meta.Expedite})
-		for _, g := range groups {
-			leader := g.leader()
+		var plans []hurryPlan
+		add := func(name string, leader string, voters []string, last uint64, hurry func(string, time.Duration, func() bool)) {
 			if leader == "" || leader == n.ID() || !slices.Contains(dead, leader) {
-				continue
+				return
 			}
-			key := g.name + "/" + leader
+			key := name + "/" + leader
 			if _, ok := r.hurried[key]; ok {
-				continue
+				return
 			}
 			r.hurried[key] = now
-			rank, followers := 0, 0
-			for _, v := range g.voters() {
-				if v == leader || slices.Contains(dead, v) {
-					continue
-				}
-				followers++
-				if v < n.ID() {
-					rank++
+			var others []string
+			for _, v := range voters {
+				if v != leader && v != n.ID() && !slices.Contains(dead, v) {
+					others = append(others, v)
 				}
 			}
-			g.hurry(leader, hurryDelay(rank, followers, g.tail()), func() bool { return !n.live.Dead(leader) })
+			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, last: last, hurry: hurry})
+		}
+		for _, rep := range n.slots.All() {
+			id, _ := rep.Leader()
+			add(groupKey(rep.Slot()), id, rep.Voters(), rep.LastIndex(), rep.Expedite)
+		}
+		id, _ := n.meta.Leader()
+		add(metaGroupKey, id, n.meta.Voters(), n.meta.LastIndex(), n.meta.Expedite)
+		if len(plans) > 0 {
+			// Asking the other followers takes a round trip; the
+			// reactor must not wait for it.
+			go n.hurryInOrder(plans)
 		}
 	}
 	if ex, _ := n.live.Exceeded(); ex {

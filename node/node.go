@@ -228,6 +228,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	})
 	n.fwd.Register(n.rpcSrv)
 	n.cluster.Register(n.rpcSrv)
+	n.rpcSrv.Handle(methodLastIndexes, n.serveLastIndexes)
 	close(n.wired)
 	n.goServe(func() { _ = n.rpcSrv.Serve() })
 

@@ -574,19 +574,6 @@ func (g *Group) LastIndex() uint64 { return g.raft.LastIndex() }
 // CommitIndex is the latest index the replica knows to be committed.
 func (g *Group) CommitIndex() uint64 { return g.raft.CommitIndex() }
 
-// Uncommitted is how many entries of this replica's log are past the
-// commit index it knows. For a follower it tells how far its log may run
-// ahead of the others' when the leader dies (they all learned the commit
-// index from the same leader): the liveness reactor lets a follower with a
-// longer tail start its hurried election later (node/liveness.go).
-func (g *Group) Uncommitted() uint64 {
-	last, commit := g.raft.LastIndex(), g.raft.CommitIndex()
-	if last > commit {
-		return last - commit
-	}
-	return 0
-}
-
 // AppliedIndex is the last index raft handed to the FSM (including no-op
 // and configuration entries, which never reach it).
 func (g *Group) AppliedIndex() uint64 { return g.raft.AppliedIndex() }

@@ -511,9 +511,8 @@ func (r *Replica) Expedite(dead string, stagger time.Duration, alive func() bool
 // Voters lists the slot's voters.
 func (r *Replica) Voters() []string { return r.g.Voters() }
 
-// Uncommitted is how many log entries are past the known commit index
-// (raftgroup.Group.Uncommitted).
-func (r *Replica) Uncommitted() uint64 { return r.g.Uncommitted() }
+// LastIndex is the last index in the replica's log.
+func (r *Replica) LastIndex() uint64 { return r.g.LastIndex() }
 
 // outcomeLinger is how long the outcome proposer waits for more outcomes
 // once it holds one under load.
