@@ -242,10 +242,10 @@ func closeTransport(t raft.Transport, inner *raft.NetworkTransport) {
 // few seconds passed; then they go back. A no-op unless this replica
 // follows dead. Pre-vote stays on, so a voter that still hears from its
 // leader refuses: a node that only lost its own link to the leader
-// disrupts nothing. The caller staggers the followers of one group by a
-// few tens of milliseconds (stagger: this follower's share, counted from
-// the moment its leader has been silent long enough, below), so one of
-// them wins the first round.
+// disrupts nothing. The caller staggers the followers of one group (the
+// node orders them longest log last, 150 ms apart; stagger is this
+// follower's share, counted from the moment its leader has been silent
+// long enough, below), so one of them wins the first round.
 //
 // alive, when set, reports whether dead answers again (a paused leader
 // resumed, a partition healed): the hurry then ends at once, so the
