@@ -59,6 +59,16 @@ func (n *Node) hurryInOrder(plans []hurryPlan) {
 			return v, ok
 		})
 		dead := p.leader
+		theirs := make([]string, 0, len(p.others))
+		for _, o := range p.others {
+			if v, ok := known[o][p.group]; ok {
+				theirs = append(theirs, fmt.Sprintf("%s:%d", o, v))
+			} else {
+				theirs = append(theirs, o+":?")
+			}
+		}
+		n.log.Info("hurrying an election after its leader died", "group", p.group, "leader", dead,
+			"last_index", p.last, "others", strings.Join(theirs, ","), "place", pos)
 		p.hurry(dead, time.Duration(pos)*hurryStagger, func() bool { return !n.live.Dead(dead) })
 	}
 }
