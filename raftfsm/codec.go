@@ -24,6 +24,10 @@ const (
 	CmdDropDue         CmdType = 9
 	CmdRemoveFinished  CmdType = 10
 	CmdPurgeCollection CmdType = 11
+	// CmdDeleteIncarnation deletes a job only if it is the incarnation
+	// the caller read (its created_at): how a DELETE whose outcome is
+	// unknown is re-sent (service/resolve.go).
+	CmdDeleteIncarnation CmdType = 16
 
 	CmdPutCollection    CmdType = 32
 	CmdMarkCollDeleting CmdType = 33
@@ -134,6 +138,10 @@ func decodeOne(b []byte) (Command, error) {
 		c = x
 	case CmdDelete:
 		c = &Delete{Coll: r.str(maxStr), ID: r.str(maxStr)}
+	case CmdDeleteIncarnation:
+		x := &DeleteIncarnation{Coll: r.str(maxStr), ID: r.str(maxStr)}
+		x.CreatedAt = r.varint()
+		c = x
 	case CmdAck:
 		x := &Ack{}
 		x.Coll, x.ID, x.Version = r.str(maxStr), r.str(maxStr), r.uvarint()
@@ -290,6 +298,22 @@ type Delete struct{ Coll, ID string }
 func (*Delete) Type() CmdType { return CmdDelete }
 func (c *Delete) appendBody(dst []byte) []byte {
 	return putStr(putStr(dst, c.Coll), c.ID)
+}
+
+// DeleteIncarnation deletes a job only if its created_at is CreatedAt: the
+// incarnation its sender read. A job deleted and created again since is
+// another incarnation and stays (the answer is not found). A plain Delete
+// re-sent after its outcome was unknown would delete a job its client
+// created again after giving up on the first DELETE.
+type DeleteIncarnation struct {
+	Coll, ID  string
+	CreatedAt int64
+}
+
+// Type implements Command.
+func (*DeleteIncarnation) Type() CmdType { return CmdDeleteIncarnation }
+func (c *DeleteIncarnation) appendBody(dst []byte) []byte {
+	return binary.AppendVarint(putStr(putStr(dst, c.Coll), c.ID), c.CreatedAt)
 }
 
 // Ack finishes the fired version of a job: succeeded, or failed for good.

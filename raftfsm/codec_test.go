@@ -15,6 +15,7 @@ func sampleCommands() []Command {
 		&Create{Coll: "c", ID: "no-meta", Spec: model.JobSpec{TriggerTime: -5, Route: "billing"}, Now: 1},
 		&Upsert{Coll: "c", ID: "b", Spec: spec, IfMatch: 7, Now: 43},
 		&Delete{Coll: "c", ID: "d"},
+		&DeleteIncarnation{Coll: "c", ID: "d2", CreatedAt: 1767225600123456789},
 		&Ack{Coll: "c", ID: "e", Version: 3, Success: true, Attempts: 1, Now: 44},
 		&Ack{Coll: "c", ID: "f", Version: 4, Attempts: 5, LastError: "callback answered 500", Now: 45},
 		&Retry{Coll: "c", ID: "g", Version: 2, NextDue: 99, Attempts: 2, LastError: "timeout", Now: 46},

@@ -272,6 +272,8 @@ func (s *applyState) apply(c Command) (model.Result, error) {
 		return s.upsert(c)
 	case *Delete:
 		return s.delete(c)
+	case *DeleteIncarnation:
+		return s.deleteIncarnation(c)
 	case *Ack:
 		return s.ack(c)
 	case *Retry:
@@ -415,6 +417,14 @@ func (s *applyState) delete(c *Delete) (model.Result, error) {
 		return model.Result{}, err
 	}
 	return model.Result{Code: model.CodeOK, Job: old}, nil
+}
+
+func (s *applyState) deleteIncarnation(c *DeleteIncarnation) (model.Result, error) {
+	old, found, err := s.getJob(c.Coll, c.ID)
+	if err != nil || !found || old.CreatedAt != c.CreatedAt {
+		return model.Result{Code: model.CodeNotFound}, err
+	}
+	return s.delete(&Delete{Coll: c.Coll, ID: c.ID})
 }
 
 // firedVersion loads the job an outcome is about, or reports it stale: the

@@ -346,3 +346,46 @@ func TestListJobsCursor(t *testing.T) {
 		t.Fatalf("failed jobs = %v", page.Jobs)
 	}
 }
+
+// A DELETE re-sent after its outcome was unknown deletes only the
+// incarnation its sender read: a job deleted and created again since (by
+// a client that gave up on the first DELETE) stays. Replayed, the same
+// log gives the same state.
+func TestDeleteIncarnation(t *testing.T) {
+	log := logOf(
+		[]Command{&Create{Coll: "c", ID: "j", Spec: spec(100, 1), Now: 10}},
+		[]Command{&DeleteIncarnation{Coll: "c", ID: "j", CreatedAt: 9}},  // another incarnation: stays
+		[]Command{&DeleteIncarnation{Coll: "c", ID: "j", CreatedAt: 10}}, // this one: deleted
+		[]Command{&DeleteIncarnation{Coll: "c", ID: "j", CreatedAt: 10}}, // gone
+		[]Command{&Create{Coll: "c", ID: "j", Spec: spec(100, 1), Now: 20}},
+		[]Command{&DeleteIncarnation{Coll: "c", ID: "j", CreatedAt: 10}}, // the old one's re-send: the new job stays
+	)
+	db := memDB(t)
+	f := openFSM(t, db, 1)
+	var codes []model.Code
+	for _, o := range f.ApplyBatch(log) {
+		for _, r := range results(t, o) {
+			codes = append(codes, r.Code)
+		}
+	}
+	want := []model.Code{model.CodeCreated, model.CodeNotFound, model.CodeOK, model.CodeNotFound, model.CodeCreated, model.CodeNotFound}
+	if fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Fatalf("codes\n got %v\nwant %v", codes, want)
+	}
+	j, ok, err := GetJob(db, 1, "c", "j")
+	if err != nil || !ok || j.CreatedAt != 20 || j.Version != 1 {
+		t.Fatalf("the re-created job: %+v, %v, %v", j, ok, err)
+	}
+	if f.Pending() != 1 {
+		t.Fatalf("pending = %d, want 1", f.Pending())
+	}
+	// One entry at a time reaches the same state as the whole batch.
+	db2 := memDB(t)
+	f2 := openFSM(t, db2, 1)
+	for _, l := range log {
+		f2.ApplyBatch([]*raft.Log{l})
+	}
+	if dump(t, db, 1) != dump(t, db2, 1) {
+		t.Fatal("applying entry by entry differs from the batch")
+	}
+}

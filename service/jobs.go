@@ -57,7 +57,10 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 			for k, i := range idx {
 				cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
 			}
-			res, resent, err := s.proposeResolved(ctx, sl, cmds...)
+			res, err := s.fwd.ProposeSlot(ctx, sl, cmds...)
+			if unknown(err) {
+				res, err = s.resolveCreates(ctx, sl, cmds)
+			}
 			if err != nil {
 				e := toModel(err)
 				for _, i := range idx {
@@ -73,13 +76,6 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 			created := 0
 			for k, i := range idx {
 				out[i].Code, out[i].Job = res[k].Code, res[k].Job
-				if resent && res[k].Code == model.CodeExists && res[k].Job != nil && res[k].Job.CreatedAt == now {
-					// Created by the attempt whose outcome was unknown:
-					// the job carries this request's stamp. The answer is
-					// the job as that create made it (it may have fired or
-					// been retried since, while the outcome was sought).
-					out[i].Code, out[i].Job = model.CodeCreated, asCreated(res[k].Job, in[i].Spec.TriggerTime)
-				}
 				if res[k].Code == model.CodeCreated {
 					created++
 				}
@@ -91,6 +87,41 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 	if anyUnknown {
 		// Per-item answers cannot say "unknown": the request as a whole
 		// gets none (re-sending a batch of creates with ids is safe).
+		return nil, model.ErrOutcomeUnknown
+	}
+	return out, nil
+}
+
+// resolveCreates finds out the outcome of creates whose proposal's
+// outcome was unknown (see resolve.go), by reading each job once a leader
+// answers: a job carrying its create's stamp and spec was made by it (201,
+// the job as that create made it: it may have fired since). Anything else
+// leaves the request's outcome unknown: a job absent now may have been
+// created by it and deleted since, and a create re-sent then would make
+// it a second time — after its client, which gave up waiting, went on (a
+// nemesis run caught that: create timed out, create again 200, DELETE
+// 204, then the first request's re-send made the job anew and it fired).
+func (s *Service) resolveCreates(ctx context.Context, sl int, cmds []raftfsm.Command) ([]model.Result, error) {
+	r := newResolver(context.WithoutCancel(ctx))
+	defer r.cancel()
+	out := make([]model.Result, len(cmds))
+	done := 0
+	for done < len(cmds) && r.next() {
+		for ; done < len(cmds); done++ {
+			c := cmds[done].(*raftfsm.Create)
+			j, found, err := s.fwd.GetJob(r.ctx, sl, c.Coll, c.ID)
+			if err != nil {
+				break // no leader to ask yet
+			}
+			if !found || j.CreatedAt != c.Now || j.SpecHash != c.Spec.Hash {
+				s.log.Warn("a create's outcome stayed unknown", "collection", c.Coll, "id", c.ID)
+				return nil, model.ErrOutcomeUnknown
+			}
+			out[done] = model.Result{Code: model.CodeCreated, Job: asCreated(j, c.Spec.TriggerTime)}
+		}
+	}
+	if done < len(cmds) {
+		s.log.Warn("a create's outcome stayed unknown", "slot", sl)
 		return nil, model.ErrOutcomeUnknown
 	}
 	return out, nil
@@ -166,9 +197,11 @@ func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec mode
 				code = model.CodeCreated
 			}
 			return []model.Result{{Code: code, Job: j}}, nil
-		case (ifMatch == 0 && !found) || (ifMatch != 0 && found && j.Version == ifMatch):
+		case ifMatch != 0 && found && j.Version == ifMatch:
 			// Untouched: the earlier attempt did not apply, and cannot
-			// any more (a leader answered). Send it again.
+			// any more (a leader answered). Send it again. (An absent
+			// job is not proof of that: the attempt may have created it
+			// and a DELETE removed it since — see resolveCreates.)
 			res, err = s.fwd.ProposeSlot(r.ctx, sl, cmd)
 			if !inconclusive(err) {
 				return res, err
@@ -210,30 +243,62 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 	if _, err := s.knownCollection(ctx, coll); err != nil {
 		return err
 	}
-	res, resent, err := s.proposeResolved(ctx, s.slotOf(coll, id), &raftfsm.Delete{Coll: coll, ID: id})
-	if err == nil && !resent && res[0].Code == model.CodeNotFound {
+	sl, stamp := s.slotOf(coll, id), s.now()
+	res, err := s.fwd.ProposeSlot(ctx, sl, &raftfsm.Delete{Coll: coll, ID: id})
+	if err == nil && res[0].Code == model.CodeNotFound {
 		if o, alt := s.occurrenceSlot(coll, id); alt {
-			res, resent, err = s.proposeResolved(ctx, o, &raftfsm.Delete{Coll: coll, ID: id})
+			sl = o
+			res, err = s.fwd.ProposeSlot(ctx, o, &raftfsm.Delete{Coll: coll, ID: id})
 		}
+	}
+	if unknown(err) {
+		res, err = s.resolveDelete(ctx, sl, coll, id, stamp)
 	}
 	if err != nil {
 		return fail(err)
 	}
 	switch res[0].Code {
 	case model.CodeNotFound:
-		if resent {
-			// Deleted by the attempt whose outcome was unknown, or gone
-			// before it (another delete, retention): not to be told apart,
-			// and 204 and 404 would each be wrong in one case (nemesis
-			// seed 9436398528753521832: a second delete answered 204).
-			s.log.Warn("a DELETE's outcome stayed unknown: the job is gone", "collection", coll, "id", id)
-			return model.ErrOutcomeUnknown
-		}
 		return model.NotFound("job %q does not exist in collection %q", id, coll)
 	case model.CodeFiring:
 		return model.Firing(res[0].Job)
 	}
 	return nil
+}
+
+// resolveDelete finds out the outcome of a DELETE whose proposal's outcome
+// was unknown (see resolve.go). Once a leader answers, a job still there
+// that was created before the DELETE began (stamp) was not deleted by it
+// (and cannot be any more), and the delete is sent again — for that
+// incarnation only (DeleteIncarnation). A job created after the DELETE
+// began may be its client's: one that gave up waiting, deleted nothing it
+// knew of, created the job anew and went on; it stays, and the outcome is
+// unknown. A job gone leaves it unknown too: deleted by the earlier
+// attempt, or before it (another delete, retention), which 204 and 404
+// would each answer wrongly in one case (nemesis seed
+// 9436398528753521832).
+func (s *Service) resolveDelete(ctx context.Context, sl int, coll, id string, stamp int64) ([]model.Result, error) {
+	r := newResolver(context.WithoutCancel(ctx))
+	defer r.cancel()
+	for r.next() {
+		j, found, err := s.fwd.GetJob(r.ctx, sl, coll, id)
+		if err != nil {
+			continue // no leader to ask yet
+		}
+		if !found || j.CreatedAt > stamp {
+			break
+		}
+		res, err := s.fwd.ProposeSlot(r.ctx, sl, &raftfsm.DeleteIncarnation{Coll: coll, ID: id, CreatedAt: j.CreatedAt})
+		if inconclusive(err) {
+			continue // read again
+		}
+		if err != nil || res[0].Code != model.CodeNotFound {
+			return res, err
+		}
+		break // gone between the read and the delete: not to be told apart
+	}
+	s.log.Warn("a DELETE's outcome stayed unknown", "collection", coll, "id", id)
+	return nil, model.ErrOutcomeUnknown
 }
 
 // ListJobs lists a collection's jobs: every slot lists its part in order

@@ -24,17 +24,25 @@ import (
 // client resets such connections, discarding what was not delivered —
 // rpc/peer abandon.)
 //
-//   - a create is re-sent with the same stamp: 201 as before, or "exists"
-//     with the job's created_at equal to this request's stamp — the
-//     earlier attempt created it, so the answer is 201 too;
-//   - a delete is re-sent: 204 (the earlier attempt did not apply), or
-//     404 — the job is gone, deleted by the earlier attempt or before it,
-//     which cannot be told apart: the outcome stays unknown;
-//   - a PUT first reads the job: a job carrying this request's spec and
-//     stamp (updated_at) is the earlier attempt's work (200, or 201 for
-//     version 1); a job still at the If-Match version (or absent, without
-//     If-Match) was not touched, so the PUT is re-sent; anything else
-//     cannot be told apart.
+// The search may go on after the client gave up waiting and went on with
+// other requests, so it never writes what could take effect a second
+// time; every re-send is conditional on what a read just showed:
+//
+//   - a create reads the job: one carrying this request's stamp and spec
+//     was made by the earlier attempt (201); anything else — absent
+//     included: made by it and deleted since, or never made — stays
+//     unknown. It is not re-sent (resolveCreates);
+//   - a delete reads the job: absent, it was deleted by the earlier
+//     attempt or before it, which cannot be told apart (unknown); present,
+//     the earlier attempt did not apply, and the delete is re-sent for
+//     that incarnation only (DeleteIncarnation: a job its client created
+//     anew meanwhile stays) (resolveDelete);
+//   - a PUT reads the job: a job carrying this request's spec and stamp
+//     (updated_at) is the earlier attempt's work (200, or 201 for version
+//     1); a job still at the If-Match version was not touched, so the PUT
+//     is re-sent (it applies only at that version); anything else, absent
+//     included, cannot be told apart;
+//   - schedule writes are re-sent as they are (proposeResolved).
 //
 // The search ends after resolveBudget (or the request's own deadline);
 // what is still unknown then is answered with model.ErrOutcomeUnknown.

@@ -37,10 +37,22 @@ type Config struct {
 	Ready func() error
 }
 
+// forwarder is what the service needs of forward.Forwarder: slot and meta
+// traffic to the leaders, wherever they are (tests fake it).
+type forwarder interface {
+	ProposeSlot(ctx context.Context, s int, cmds ...raftfsm.Command) ([]model.Result, error)
+	ProposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]model.Result, error)
+	CatchUpMeta(ctx context.Context) (*raftfsm.MetaState, error)
+	GetJob(ctx context.Context, s int, coll, id string) (*model.Job, bool, error)
+	ListSlot(ctx context.Context, s int, q model.ListQuery) (model.ListPage, error)
+	GetSchedule(ctx context.Context, s int, coll, id string) (*model.Schedule, string, bool, error)
+	ListSchedules(ctx context.Context, s int, coll, after string, limit int) (model.ScheduleListPage, []string, error)
+}
+
 // Service is the API's backend on a node.
 type Service struct {
 	meta    *meta.Replica
-	fwd     *forward.Forwarder
+	fwd     forwarder
 	cluster *cluster.Cluster
 	clock   func() time.Time
 	created func(n int)

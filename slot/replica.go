@@ -583,7 +583,12 @@ type heldWrite struct{ coll, id string }
 // with the job, and it is not proposed.
 func (r *Replica) beginWrites(enc [][]byte) (held []heldWrite, refused map[int]model.Result) {
 	for i, b := range enc {
-		if len(b) == 0 || (raftfsm.CmdType(b[0]) != raftfsm.CmdDelete && raftfsm.CmdType(b[0]) != raftfsm.CmdUpsert) {
+		if len(b) == 0 {
+			continue
+		}
+		switch raftfsm.CmdType(b[0]) {
+		case raftfsm.CmdDelete, raftfsm.CmdDeleteIncarnation, raftfsm.CmdUpsert:
+		default:
 			continue
 		}
 		cmds, err := raftfsm.Decode(b)
@@ -593,6 +598,8 @@ func (r *Replica) beginWrites(enc [][]byte) (held []heldWrite, refused map[int]m
 		var coll, id string
 		switch c := cmds[0].(type) {
 		case *raftfsm.Delete:
+			coll, id = c.Coll, c.ID
+		case *raftfsm.DeleteIncarnation:
 			coll, id = c.Coll, c.ID
 		case *raftfsm.Upsert:
 			coll, id = c.Coll, c.ID
