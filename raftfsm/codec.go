@@ -28,6 +28,9 @@ const (
 	// the caller read (its created_at): how a DELETE whose outcome is
 	// unknown is re-sent (service/resolve.go).
 	CmdDeleteIncarnation CmdType = 16
+	// CmdDropTombstones removes the tombstones of deleted jobs created
+	// before a time (storage.TombKey).
+	CmdDropTombstones CmdType = 17
 
 	CmdPutCollection    CmdType = 32
 	CmdMarkCollDeleting CmdType = 33
@@ -138,6 +141,8 @@ func decodeOne(b []byte) (Command, error) {
 		c = x
 	case CmdDelete:
 		c = &Delete{Coll: r.str(maxStr), ID: r.str(maxStr)}
+	case CmdDropTombstones:
+		c = &DropTombstones{Before: r.varint()}
 	case CmdDeleteIncarnation:
 		x := &DeleteIncarnation{Coll: r.str(maxStr), ID: r.str(maxStr)}
 		x.CreatedAt = r.varint()
@@ -314,6 +319,17 @@ type DeleteIncarnation struct {
 func (*DeleteIncarnation) Type() CmdType { return CmdDeleteIncarnation }
 func (c *DeleteIncarnation) appendBody(dst []byte) []byte {
 	return binary.AppendVarint(putStr(putStr(dst, c.Coll), c.ID), c.CreatedAt)
+}
+
+// DropTombstones removes the tombstones of deleted incarnations created
+// before Before (ms): the leader proposes it once they are older than any
+// re-send of their creates can be (slot.tombstoneKeep).
+type DropTombstones struct{ Before int64 }
+
+// Type implements Command.
+func (*DropTombstones) Type() CmdType { return CmdDropTombstones }
+func (c *DropTombstones) appendBody(dst []byte) []byte {
+	return binary.AppendVarint(dst, c.Before)
 }
 
 // Ack finishes the fired version of a job: succeeded, or failed for good.

@@ -16,6 +16,7 @@ func sampleCommands() []Command {
 		&Upsert{Coll: "c", ID: "b", Spec: spec, IfMatch: 7, Now: 43},
 		&Delete{Coll: "c", ID: "d"},
 		&DeleteIncarnation{Coll: "c", ID: "d2", CreatedAt: 1767225600123456789},
+		&DropTombstones{Before: 1767225600000},
 		&Ack{Coll: "c", ID: "e", Version: 3, Success: true, Attempts: 1, Now: 44},
 		&Ack{Coll: "c", ID: "f", Version: 4, Attempts: 5, LastError: "callback answered 500", Now: 45},
 		&Retry{Coll: "c", ID: "g", Version: 2, NextDue: 99, Attempts: 2, LastError: "timeout", Now: 46},

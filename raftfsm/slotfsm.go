@@ -274,6 +274,8 @@ func (s *applyState) apply(c Command) (model.Result, error) {
 		return s.delete(c)
 	case *DeleteIncarnation:
 		return s.deleteIncarnation(c)
+	case *DropTombstones:
+		return s.dropTombstones(c)
 	case *Ack:
 		return s.ack(c)
 	case *Retry:
@@ -368,6 +370,12 @@ func (s *applyState) create(c *Create) (model.Result, error) {
 		return model.Result{Code: model.CodeConflict, Job: old}, nil
 	}
 	j := newJob(c.Coll, c.ID, &c.Spec, c.Now)
+	// This very create (its stamp) made the job once already, and a
+	// DELETE removed it: a re-send after an unknown outcome must not make
+	// it again. It is answered as the create it was.
+	if _, made, err := s.b.Get(storage.TombKey(s.kb[:0], s.f.slot, c.Now, c.Coll, c.ID)); err != nil || made {
+		return model.Result{Code: model.CodeCreated, Job: j}, err
+	}
 	if err := s.putJob(j); err != nil {
 		return model.Result{}, err
 	}
@@ -416,7 +424,17 @@ func (s *applyState) delete(c *Delete) (model.Result, error) {
 	if err := s.deleteRecord(c.Coll, c.ID); err != nil {
 		return model.Result{}, err
 	}
+	// The incarnation's tombstone: see create. DropTombstones removes it
+	// once no re-send of its create can come any more.
+	if err := s.b.Set(storage.TombKey(s.kb[:0], s.f.slot, old.CreatedAt, c.Coll, c.ID), nil); err != nil {
+		return model.Result{}, err
+	}
 	return model.Result{Code: model.CodeOK, Job: old}, nil
+}
+
+func (s *applyState) dropTombstones(c *DropTombstones) (model.Result, error) {
+	lower, upper := storage.TombsBefore(s.f.slot, c.Before)
+	return model.Result{Code: model.CodeOK}, s.b.DeleteRange(lower, upper)
 }
 
 func (s *applyState) deleteIncarnation(c *DeleteIncarnation) (model.Result, error) {

@@ -389,3 +389,57 @@ func TestDeleteIncarnation(t *testing.T) {
 		t.Fatal("applying entry by entry differs from the batch")
 	}
 }
+
+// A create re-sent after its outcome was unknown does not make a job again
+// that it made once and a DELETE removed since: the delete left a
+// tombstone of that incarnation (its create's stamp). Another create — a
+// new stamp — makes it; once the tombstones are dropped, so would the old.
+func TestResentCreateAfterADeleteMakesNothing(t *testing.T) {
+	create := func(now int64) *Create { return &Create{Coll: "c", ID: "j", Spec: spec(100, 1), Now: now} }
+	log := logOf(
+		[]Command{create(10)},
+		[]Command{&Delete{Coll: "c", ID: "j"}},
+		[]Command{create(10)}, // the re-send: answered created, makes nothing
+		[]Command{create(20)}, // its client's new create
+		[]Command{&Delete{Coll: "c", ID: "j"}},
+		[]Command{&DropTombstones{Before: 15}}, // 10's tombstone goes, 20's stays
+		[]Command{create(20)},                  // a re-send of 20: nothing
+		[]Command{create(10)},                  // 10 again, past its tombstone: made
+	)
+	db := memDB(t)
+	f := openFSM(t, db, 2)
+	var codes []model.Code
+	for _, o := range f.ApplyBatch(log) {
+		for _, r := range results(t, o) {
+			codes = append(codes, r.Code)
+		}
+	}
+	want := []model.Code{model.CodeCreated, model.CodeOK, model.CodeCreated, model.CodeCreated, model.CodeOK, model.CodeOK, model.CodeCreated, model.CodeCreated}
+	if fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Fatalf("codes\n got %v\nwant %v", codes, want)
+	}
+	j, ok, err := GetJob(db, 2, "c", "j")
+	if err != nil || !ok || j.CreatedAt != 10 {
+		t.Fatalf("the job: %+v, %v, %v; want the one created at 10 after its tombstone went", j, ok, err)
+	}
+	if f.Pending() != 1 {
+		t.Fatalf("pending = %d, want 1", f.Pending())
+	}
+	// Entry by entry reaches the same state as the batch (the tombstone
+	// reads see the batch's own writes).
+	db2 := memDB(t)
+	f2 := openFSM(t, db2, 2)
+	for _, l := range log {
+		f2.ApplyBatch([]*raft.Log{l})
+	}
+	if dump(t, db, 2) != dump(t, db2, 2) {
+		t.Fatal("applying entry by entry differs from the batch")
+	}
+	// Between the steps, the re-send made nothing: replay only the first
+	// three entries.
+	db3 := memDB(t)
+	openFSM(t, db3, 2).ApplyBatch(log[:3])
+	if _, ok, _ := GetJob(db3, 2, "c", "j"); ok {
+		t.Fatal("the re-sent create made the deleted job again")
+	}
+}

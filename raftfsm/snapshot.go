@@ -27,6 +27,7 @@ import (
 //	magic "TMSLOT01" | slot u16 | applied u64
 //	repeated: 0x01 | uvarint len | record key suffix | uvarint len | record value
 //	repeated: 0x02 | uvarint len | schedule key suffix | uvarint len | schedule value
+//	repeated: 0x03 | uvarint len | tombstone key suffix | uvarint len (0)
 //	0x00 | count u64 | xxhash64 of every record byte
 //
 // Only job records travel: the due, list and finished indexes, the offset
@@ -40,6 +41,9 @@ const (
 // restoreBatchBytes bounds one restore batch so a large slot never builds
 // a giant in-memory batch.
 const restoreBatchBytes = 4 << 20
+
+// tombSnapshotTag marks a tombstone entry in the full snapshot form.
+const tombSnapshotTag = 3
 
 // IsPointerSnapshot reports whether the first bytes of a snapshot are the
 // local pointer form.
@@ -152,6 +156,27 @@ func (s *slotSnapshot) writeFull(w io.Writer) error {
 	if err := it.Close(); err != nil {
 		return err
 	}
+	// Tombstones of deleted jobs (storage.TombKey) travel as entries
+	// tagged 3: a replica restored from this snapshot must still refuse
+	// to make a deleted job again for a re-sent create.
+	tlower, tupper := storage.TombSpan(s.f.slot)
+	if it, err = s.snap.NewIter(tlower, tupper); err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		buf = append(buf[:0], tombSnapshotTag)
+		buf = putBytes(buf, it.Key()[len(tlower):])
+		buf = putBytes(buf, nil)
+		_, _ = h.Write(buf)
+		if _, err := bw.Write(buf); err != nil {
+			_ = it.Close()
+			return err
+		}
+		count++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
 	trailer := binary.BigEndian.AppendUint64([]byte{0}, count)
 	trailer = binary.BigEndian.AppendUint64(trailer, h.Sum64())
 	if _, err := bw.Write(trailer); err != nil {
@@ -225,6 +250,7 @@ func (f *SlotFSM) restore(r io.Reader) error {
 
 	recLower, _ := storage.RecordSpan(f.slot)
 	schedLower, _ := storage.ScheduleSpan(f.slot)
+	tombLower, _ := storage.TombSpan(f.slot)
 	s := &applyState{f: f, b: f.db.NewBatch(), offset: NoOffset}
 	defer func() { s.b.Close() }()
 	h := xxhash.New()
@@ -238,7 +264,7 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		if tag == 0 {
 			break
 		}
-		if tag != 1 && tag != scheduleSnapshotTag {
+		if tag != 1 && tag != scheduleSnapshotTag && tag != tombSnapshotTag {
 			return fmt.Errorf("%w: snapshot entry tag %d", ErrCorrupt, tag)
 		}
 		key, err := readChunk(br, 2*storage.MaxIDLen)
@@ -256,6 +282,12 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		count++
 		if tag == scheduleSnapshotTag {
 			if err := s.restoreSchedule(schedLower, key, val); err != nil {
+				return err
+			}
+			continue
+		}
+		if tag == tombSnapshotTag {
+			if err := s.b.Set(append(append([]byte(nil), tombLower...), key...), nil); err != nil {
 				return err
 			}
 			continue

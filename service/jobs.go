@@ -57,10 +57,7 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 			for k, i := range idx {
 				cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
 			}
-			res, err := s.fwd.ProposeSlot(ctx, sl, cmds...)
-			if unknown(err) {
-				res, err = s.resolveCreates(ctx, sl, cmds)
-			}
+			res, resent, err := s.proposeResolved(ctx, sl, cmds...)
 			if err != nil {
 				e := toModel(err)
 				for _, i := range idx {
@@ -76,6 +73,16 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 			created := 0
 			for k, i := range idx {
 				out[i].Code, out[i].Job = res[k].Code, res[k].Job
+				if resent && res[k].Code == model.CodeExists && res[k].Job != nil && res[k].Job.CreatedAt == now {
+					// Created by the attempt whose outcome was unknown:
+					// the job carries this request's stamp. The answer is
+					// the job as that create made it (it may have fired or
+					// been retried since, while the outcome was sought).
+					// (Made by it and deleted since, the state machine
+					// answers created from the deleted job's tombstone,
+					// and makes nothing: raftfsm create.)
+					out[i].Code, out[i].Job = model.CodeCreated, asCreated(res[k].Job, in[i].Spec.TriggerTime)
+				}
 				if res[k].Code == model.CodeCreated {
 					created++
 				}
@@ -87,41 +94,6 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 	if anyUnknown {
 		// Per-item answers cannot say "unknown": the request as a whole
 		// gets none (re-sending a batch of creates with ids is safe).
-		return nil, model.ErrOutcomeUnknown
-	}
-	return out, nil
-}
-
-// resolveCreates finds out the outcome of creates whose proposal's
-// outcome was unknown (see resolve.go), by reading each job once a leader
-// answers: a job carrying its create's stamp and spec was made by it (201,
-// the job as that create made it: it may have fired since). Anything else
-// leaves the request's outcome unknown: a job absent now may have been
-// created by it and deleted since, and a create re-sent then would make
-// it a second time — after its client, which gave up waiting, went on (a
-// nemesis run caught that: create timed out, create again 200, DELETE
-// 204, then the first request's re-send made the job anew and it fired).
-func (s *Service) resolveCreates(ctx context.Context, sl int, cmds []raftfsm.Command) ([]model.Result, error) {
-	r := newResolver(context.WithoutCancel(ctx))
-	defer r.cancel()
-	out := make([]model.Result, len(cmds))
-	done := 0
-	for done < len(cmds) && r.next() {
-		for ; done < len(cmds); done++ {
-			c := cmds[done].(*raftfsm.Create)
-			j, found, err := s.fwd.GetJob(r.ctx, sl, c.Coll, c.ID)
-			if err != nil {
-				break // no leader to ask yet
-			}
-			if !found || j.CreatedAt != c.Now || j.SpecHash != c.Spec.Hash {
-				s.log.Warn("a create's outcome stayed unknown", "collection", c.Coll, "id", c.ID)
-				return nil, model.ErrOutcomeUnknown
-			}
-			out[done] = model.Result{Code: model.CodeCreated, Job: asCreated(j, c.Spec.TriggerTime)}
-		}
-	}
-	if done < len(cmds) {
-		s.log.Warn("a create's outcome stayed unknown", "slot", sl)
 		return nil, model.ErrOutcomeUnknown
 	}
 	return out, nil

@@ -26,12 +26,15 @@ import (
 //
 // The search may go on after the client gave up waiting and went on with
 // other requests, so it never writes what could take effect a second
-// time; every re-send is conditional on what a read just showed:
+// time:
 //
-//   - a create reads the job: one carrying this request's stamp and spec
-//     was made by the earlier attempt (201); anything else — absent
-//     included: made by it and deleted since, or never made — stays
-//     unknown. It is not re-sent (resolveCreates);
+//   - a create is re-sent with the same stamp: 201 as before, or "exists"
+//     with the job's created_at equal to this request's stamp — the
+//     earlier attempt created it, so the answer is 201 too. Made by the
+//     earlier attempt and deleted since, the job is not made again: the
+//     delete left a tombstone of that stamp for a while, and the state
+//     machine answers the re-send as created without writing anything
+//     (raftfsm create, storage.TombKey);
 //   - a delete reads the job: absent, it was deleted by the earlier
 //     attempt or before it, which cannot be told apart (unknown); present,
 //     the earlier attempt did not apply, and the delete is re-sent for

@@ -90,47 +90,6 @@ func resolvingService(f *fakeSlot) *Service {
 	return &Service{fwd: f, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
-// A create whose outcome was unknown is answered 201 only when a read
-// shows the job its stamp and spec made; otherwise — the job absent (made
-// and deleted since, or never made), or another create's — the outcome
-// stays unknown, and nothing is proposed again: a re-sent create could
-// make a job its client already deleted.
-func TestResolveCreatesNeverProposesAgain(t *testing.T) {
-	spec := model.JobSpec{TriggerTime: 500, Hash: 7}
-	create := &raftfsm.Create{Coll: "c", ID: "j", Spec: spec, Now: 100}
-	cases := []struct {
-		name string
-		job  *model.Job
-		want model.Code // CodeStale: unknown
-	}{
-		{"made by it, fired since", &model.Job{ID: "j", CreatedAt: 100, SpecHash: 7, Version: 3, Status: model.StatusSucceeded, TriggerTime: 500}, model.CodeCreated},
-		{"absent", nil, model.CodeStale},
-		{"another create's", &model.Job{ID: "j", CreatedAt: 101, SpecHash: 7, Version: 1}, model.CodeStale},
-		{"another spec", &model.Job{ID: "j", CreatedAt: 100, SpecHash: 8, Version: 1}, model.CodeStale},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			f := &fakeSlot{jobs: map[string]*model.Job{}, leaderless: 2}
-			if c.job != nil {
-				f.jobs["j"] = c.job
-			}
-			res, err := resolvingService(f).resolveCreates(context.Background(), 0, []raftfsm.Command{create})
-			if len(f.proposed) != 0 {
-				t.Fatalf("proposed %d commands while resolving", len(f.proposed))
-			}
-			if c.want == model.CodeStale {
-				if !errors.Is(err, model.ErrOutcomeUnknown) {
-					t.Fatalf("got %v, %v; want the outcome unknown", res, err)
-				}
-				return
-			}
-			if err != nil || res[0].Code != c.want || res[0].Job.Version != 1 || res[0].Job.Status != model.StatusScheduled {
-				t.Fatalf("got %+v, %v; want %v with the job as created", res, err, c.want)
-			}
-		})
-	}
-}
-
 // A DELETE whose outcome was unknown is sent again only for a job created
 // before the DELETE began, and only for that incarnation.
 func TestResolveDeleteOnlyTheIncarnationItMeant(t *testing.T) {

@@ -870,6 +870,9 @@ func (r *Replica) maintain(ctx context.Context) {
 		if err := r.removeExpired(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("retention cleanup failed; will retry", "error", err)
 		}
+		if err := r.dropTombstones(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("tombstone cleanup failed; will retry", "error", err)
+		}
 		if cmd := r.offsetCmd(); cmd != nil {
 			if _, err := r.outcomes.Propose(ctx, cmd); err != nil && ctx.Err() == nil {
 				r.log.Warn("offset advance failed; will retry", "error", err)
@@ -877,6 +880,30 @@ func (r *Replica) maintain(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// tombstoneKeep is how long a deleted job's tombstone (storage.TombKey)
+// is kept, counted from its create's stamp: longer than any re-send of
+// that create can come — the service resolves an unknown outcome for at
+// most its 10 s budget after the forward's 5 s — with room for clocks
+// that disagree.
+const tombstoneKeep = 2 * time.Minute
+
+// dropTombstones removes, in one entry, the tombstones older than
+// tombstoneKeep, when there are any.
+func (r *Replica) dropTombstones(ctx context.Context) error {
+	before := r.cfg.Clock().Add(-tombstoneKeep).UnixMilli()
+	lower, upper := storage.TombsBefore(r.slot, before)
+	it, err := r.db.NewIter(lower, upper)
+	if err != nil {
+		return err
+	}
+	any := it.First()
+	if err := it.Close(); err != nil || !any {
+		return err
+	}
+	_, err = r.Propose(ctx, &raftfsm.DropTombstones{Before: before})
+	return err
 }
 
 // removeExpired deletes finished jobs past their collection's retention, a

@@ -223,3 +223,42 @@ func TestUnknownCollectionIsNotForgotten(t *testing.T) {
 	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(&raftfsm.PutCollection{C: model.Collection{Name: "late"}, Now: 1})})
 	testutil.Eventually(t, 10*time.Second, "the job to fire once its collection is known", testutil.True(func() bool { return len(d.times("j")) == 1 }))
 }
+
+// The leader's upkeep drops the tombstones of deleted jobs once they are
+// older than tombstoneKeep (counted from their creates' stamps), and keeps
+// the younger ones.
+func TestOldTombstonesAreDropped(t *testing.T) {
+	ts := openTestSlot(t, t.TempDir(), newFakeDeliverer(), func(c *Config) { c.MaintenanceInterval = 20 * time.Millisecond })
+	defer ts.close(t)
+	far := time.Now().Add(time.Hour).UnixMilli()
+	for _, j := range []struct {
+		id    string
+		stamp int64
+	}{{"old", time.Now().Add(-tombstoneKeep - time.Minute).UnixMilli()}, {"young", time.Now().UnixMilli()}} {
+		spec := model.JobSpec{TriggerTime: far, CallbackURL: "http://127.0.0.1:1/hook", Hash: 1}
+		if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "default", ID: j.id, Spec: spec, Now: j.stamp}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ts.r.Propose(context.Background(), &raftfsm.Delete{Coll: "default", ID: j.id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tombs := func() (n int) {
+		lo, hi := storage.TombSpan(0)
+		it, err := ts.db.NewIter(lo, hi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		_ = it.Close()
+		return n
+	}
+	testutil.Eventually(t, 10*time.Second, "the old tombstone dropped", func() error {
+		if n := tombs(); n != 1 {
+			return fmt.Errorf("%d tombstones", n)
+		}
+		return nil
+	})
+}

@@ -17,6 +17,7 @@ import (
 //	0x01 slot(2) 0x40 len(coll) coll finished(8) id      finished index: retention cleanup
 //	0x01 slot(2) 0x50 len(coll) coll id                  schedule record
 //	0x01 slot(2) 0x60 next(8) len(coll) coll id          schedule due index: schedules by next occurrence
+//	0x01 slot(2) 0x70 created(8) len(coll) coll id       tombstone: a deleted job's incarnation, for a while (empty value)
 //
 // Times are unix milliseconds encoded big-endian with the sign bit flipped,
 // so byte order is time order. The collection is length-prefixed, so a
@@ -31,6 +32,7 @@ const (
 	subFinished byte = 0x40
 	subSchedule byte = 0x50
 	subSchedDue byte = 0x60
+	subTomb     byte = 0x70
 )
 
 // MaxCollectionLen and MaxIDLen bound the variable parts of keys.
@@ -338,4 +340,26 @@ func DecodeSchedDueKey(key []byte) (DueEntry, error) {
 		return DueEntry{}, fmt.Errorf("%w: schedule due key without id", ErrBadKey)
 	}
 	return DueEntry{Due: due, Coll: coll, ID: string(rest)}, nil
+}
+
+// TombKey is the tombstone of a deleted job's incarnation: the job's
+// created_at (its create request's stamp), collection and id. While it
+// lasts, a create carrying that stamp again — re-sent after its outcome was
+// unknown — is known to have been applied already.
+func TombKey(dst []byte, slot int, created int64, coll, id string) []byte {
+	dst = slotPrefix(dst, slot, subTomb)
+	dst = EncodeTime(dst, created)
+	dst = appendColl(dst, coll)
+	return append(dst, id...)
+}
+
+// TombsBefore bounds the tombstones of incarnations created before t.
+func TombsBefore(slot int, t int64) (lower, upper []byte) {
+	lower = slotPrefix(nil, slot, subTomb)
+	return lower, EncodeTime(append([]byte(nil), lower...), t)
+}
+
+// TombSpan bounds every tombstone of a slot.
+func TombSpan(slot int) (lower, upper []byte) {
+	return slotPrefix(nil, slot, subTomb), slotPrefix(nil, slot, subTomb+1)
 }
