@@ -514,7 +514,10 @@ func isolatedSender(faults []history.Fault, d history.Delivery, ack, cbt int64) 
 // before second was.
 func failedOver(faults []history.Fault, first, second history.Delivery, after, cbt int64) bool {
 	for _, g := range faults {
-		if g.Planned || !g.Isolates || !slices.Contains(g.Targets, first.From) {
+		// A kill of every node isolates nobody, but it stops first's
+		// sender as surely as a kill of that node alone.
+		stops := g.Isolates || g.Kind == "kill-all"
+		if g.Planned || !stops || !slices.Contains(g.Targets, first.From) {
 			continue
 		}
 		if g.Start.Mono > after && g.Start.Mono >= first.Recv.Mono && g.Start.Mono <= first.Recv.Mono+cbt && g.Start.Mono <= second.Recv.Mono {

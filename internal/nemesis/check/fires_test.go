@@ -209,6 +209,14 @@ func TestFiresStaleSenderAfterItsFault(t *testing.T) {
 	if res := b.check(); len(res.StaleDups) != 0 || len(res.InWindow) != 1 || res.Violations() != 0 {
 		t.Fatalf("%+v", res)
 	}
+	// A kill of every node stops n2 as well (kill-all does not isolate
+	// anyone, nobody being left, but n2's outcome is lost all the same):
+	// n1's copy is the allowed repeat (the short nemesis, seed 1: kill-all
+	// 1.5 s after n2's attempt, which the receiver had closed).
+	b.h.Faults[1] = history.Fault{ID: 2, Kind: "kill-all", Targets: []string{"n1", "n2", "n3"}, Start: ms(5700), End: ms(8000)}
+	if res := b.check(); len(res.StaleDups) != 0 || len(res.InWindow) != 1 || res.Violations() != 0 {
+		t.Fatalf("%+v", res)
+	}
 	// Without n2's kill, n1's copy is a deposed node's.
 	b.h.Faults = b.h.Faults[:1]
 	if res := b.check(); len(res.StaleDups) != 1 {
