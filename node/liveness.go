@@ -152,7 +152,9 @@ func (r *livenessReactor) react() {
 	}
 	if len(dead) > 0 {
 		var plans []hurryPlan
-		add := func(name string, leader string, voters []string, last uint64, hurry func(string, time.Duration, func() bool)) {
+		// voters and last are read only for groups whose leader is dead
+		// (this runs every 100 ms while a peer is dead).
+		add := func(name string, leader string, voters func() []string, last func() uint64, hurry func(string, time.Duration, func() bool)) {
 			if leader == "" || leader == n.ID() || !slices.Contains(dead, leader) {
 				return
 			}
@@ -162,19 +164,19 @@ func (r *livenessReactor) react() {
 			}
 			r.hurried[key] = now
 			var others []string
-			for _, v := range voters {
+			for _, v := range voters() {
 				if v != leader && v != n.ID() && !slices.Contains(dead, v) {
 					others = append(others, v)
 				}
 			}
-			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, last: last, hurry: hurry})
+			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, last: last(), hurry: hurry})
 		}
 		for _, rep := range n.slots.All() {
 			id, _ := rep.Leader()
-			add(groupKey(rep.Slot()), id, rep.Voters(), rep.LastIndex(), rep.Expedite)
+			add(groupKey(rep.Slot()), id, rep.Voters, rep.LastIndex, rep.Expedite)
 		}
 		id, _ := n.meta.Leader()
-		add(metaGroupKey, id, n.meta.Voters(), n.meta.LastIndex(), n.meta.Expedite)
+		add(metaGroupKey, id, n.meta.Voters, n.meta.LastIndex, n.meta.Expedite)
 		if len(plans) > 0 {
 			// Asking the other followers takes a round trip; the
 			// reactor must not wait for it.
