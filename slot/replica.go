@@ -265,16 +265,45 @@ func groupName(s int) string { return fmt.Sprintf("slot-%d", s) }
 // client waits for: the leader commits and answers without it, writes
 // carry the commit index as they flow, and a new leader applies
 // everything before it fires (Barrier). An idle follower's FSM simply
-// lags by up to twice this. The meta group keeps the short default,
-// since every node reads its local copy of the meta state.
-const SlotCommitTimeout = time.Second
+// lags by up to twice this, by a few entries at most (catch-up checks
+// allow raftgroup.CaughtUpSlack). A follower whose replication failed is
+// retried on the next write, or caught up at once when it answers
+// heartbeats again (raftgroup catchUp); only an idle group's retry waits
+// for this tick.
+const SlotCommitTimeout = 5 * time.Second
 
-// slotTiming fills in SlotCommitTimeout.
+// SlotHeartbeatTimeout is a slot group's raft HeartbeatTimeout unless the
+// Timing sets one. raft's leader heartbeats each follower every
+// HeartbeatTimeout/10 to /5, and those heartbeats are most of what an idle
+// slot costs (docs/scaling.md): 2 s makes that every 200-400 ms instead of
+// 100-200 ms. What it keeps:
+//   - the leader lease: raft's leader steps down when a majority did not
+//     answer a heartbeat within LeaderLeaseTimeout (500 ms), so the
+//     heartbeats must come more often than that; 400 ms plus the
+//     coalescing delay (rpc/beat, 20 ms) does, and with two followers
+//     either one's answer keeps it.
+//   - failover: a follower elects on its own after 2-4 s of silence, but
+//     a dead leader's followers do not wait for that — the node's
+//     liveness check sees the leader's node dead (DeadAfter, 700 ms) and
+//     hurries their election with the lease's timeouts
+//     (raftgroup.Group.Expedite).
+//   - fencing: reads and callbacks check the node's liveness lease
+//     (liveness pings, 500 ms), which does not depend on raft's timeouts.
+const SlotHeartbeatTimeout = 2 * time.Second
+
+// slotTiming fills in SlotCommitTimeout and SlotHeartbeatTimeout (and an
+// election timeout of at least the heartbeat timeout, as raft requires).
 func slotTiming(t raftgroup.Timing) raftgroup.Timing {
 	if t.CommitTimeout == 0 {
 		t.CommitTimeout = SlotCommitTimeout
 	}
-	return t
+	if t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = SlotHeartbeatTimeout
+		if t.ElectionTimeout == 0 {
+			t.ElectionTimeout = SlotHeartbeatTimeout
+		}
+	}
+	return t.WithDefaults()
 }
 
 // recover runs before raft starts. The FSM state persisted in Pebble is
