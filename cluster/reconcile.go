@@ -104,69 +104,47 @@ func (c *Cluster) openExisting() {
 // openParallel is how many replicas openReplicas opens at once. Opening
 // one waits for a few writes of the node's raft log file (its bucket, the
 // bootstrap configuration and term), each an fsync when alone; opened one
-// after another, 256 slots took ~18 s to open on a loaded 2-core machine
-// and the cluster was not ready before the last one was (docs/scaling.md).
-// Opened side by side, their writes share the log file's commits
-// (storage.RaftLogDB batches whatever is waiting): ~4 s.
+// after another, 1,024 slots took over a minute to open on a loaded
+// 2-core machine, and the cluster was not ready before the last one was
+// (docs/scaling.md). Opened side by side, their writes share the log
+// file's commits (storage.RaftLogDB batches whatever is waiting).
 const openParallel = 16
 
 // openReplicas opens the replicas of slots (the slot table's entries in
 // st; st nil: replicas already on disk), openParallel at a time, and
-// returns when all were tried. It opens all of them before it bootstraps
-// any: a bootstrapped group campaigns at once (raftgroup campaignFirst),
-// and groups campaigning while the node still opens hundreds of others —
-// and while the peers, opening theirs, refuse their votes — kept a
-// 1,024-slot cluster in an election storm (docs/scaling.md).
+// returns when all were tried.
 func (c *Cluster) openReplicas(slots []int, st *raftfsm.MetaState) {
 	if len(slots) == 0 {
 		return
 	}
 	start := time.Now()
-	opened := make([]*slot.Replica, len(slots))
-	c.parallel(len(slots), func(i int) {
-		select {
-		case <-c.stop:
-			return // the node is stopping: open nothing more
-		default:
-		}
-		r, err := c.cfg.OpenSlot(slots[i])
-		if err != nil {
-			c.log.Error("opening slot replica failed; will retry", "slot", slots[i], "error", err)
-			return
-		}
-		opened[i] = r
-	})
-	c.parallel(len(slots), func(i int) {
-		if opened[i] == nil {
-			return
-		}
-		var e model.SlotEntry
-		if st != nil {
-			e = st.Slots[slots[i]]
-		}
-		c.startReplica(slots[i], opened[i], e, st)
-	})
-	c.log.Info("opened slot replicas", "count", len(slots), "took", time.Since(start).Round(time.Millisecond).String())
-}
-
-// parallel runs f(0..n-1), openParallel at a time.
-func (c *Cluster) parallel(n int, f func(i int)) {
+	defer func() {
+		c.log.Info("opened slot replicas", "count", len(slots), "took", time.Since(start).Round(time.Millisecond).String())
+	}()
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(openParallel, n) {
+	for range min(openParallel, len(slots)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				f(i)
+			for s := range next {
+				var e model.SlotEntry
+				if st != nil {
+					e = st.Slots[s]
+				}
+				c.openReplica(s, e, st)
 			}
 		}()
 	}
-	for i := range n {
-		next <- i
+	defer wg.Wait()
+	defer close(next)
+	for _, s := range slots {
+		select {
+		case <-c.stop:
+			return
+		case next <- s:
+		}
 	}
-	close(next)
-	wg.Wait()
 }
 
 func (c *Cluster) membersOf(ids []string, st *raftfsm.MetaState) ([]raftgroup.Member, bool) {
@@ -187,9 +165,12 @@ func (c *Cluster) membersOf(ids []string, st *raftfsm.MetaState) ([]raftgroup.Me
 	return out, true
 }
 
-// startReplica bootstraps a just opened replica if the slot's placement
-// is the one the cluster formed with, and registers it.
-func (c *Cluster) startReplica(s int, r *slot.Replica, e model.SlotEntry, st *raftfsm.MetaState) {
+func (c *Cluster) openReplica(s int, e model.SlotEntry, st *raftfsm.MetaState) {
+	r, err := c.cfg.OpenSlot(s)
+	if err != nil {
+		c.log.Error("opening slot replica failed; will retry", "slot", s, "error", err)
+		return
+	}
 	// Only the placement the cluster formed with bootstraps a group; later
 	// replicas start empty and are added by the slot's leader.
 	if e.Epoch == 1 {
