@@ -229,7 +229,14 @@ func (c *Cluster) viewLoop() {
 		c.view.mu.Lock()
 		fresh := time.Since(c.view.at) < every
 		c.view.mu.Unlock()
-		if !fresh {
+		// Only the meta leader keeps its view warm (its controller
+		// refreshes it every pass anyway). On the other nodes every
+		// reader asks for the age it needs (CachedView's maxAge) and
+		// refreshes on demand: a refresh asks every node for the status
+		// of each of its replicas, and three nodes each refreshing every
+		// second was a tenth of the idle CPU at 256 slots
+		// (docs/scaling.md).
+		if !fresh && c.cfg.Meta.IsLeader() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			c.RefreshView(ctx)
 			cancel()

@@ -53,7 +53,7 @@ func Open(cfg Config) (*Replica, error) {
 		FSM:               fsm,
 		Logger:            cfg.Logger,
 		RaftLogLevel:      cfg.RaftLogLevel,
-		Timing:            cfg.Timing,
+		Timing:            metaTiming(cfg.Timing),
 		TrailingLogs:      1024,
 		SnapshotThreshold: 1024,
 		OnLeader:          cfg.OnLeader,
@@ -84,7 +84,31 @@ func (m *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Res
 	if !m.g.IsLeader() {
 		return nil, raftgroup.ErrNotLeader
 	}
-	return m.writes.Propose(ctx, enc)
+	res, err := m.writes.Propose(ctx, enc)
+	if err == nil {
+		// The followers learn of the commit now, not at the next
+		// CommitTimeout tick (MetaCommitTimeout): a node that forwarded
+		// this write waits until its own copy has applied it.
+		m.g.Nudge()
+	}
+	return res, err
+}
+
+// MetaCommitTimeout is the meta group's raft CommitTimeout unless the
+// Timing sets one. hashicorp/raft sends every follower an AppendEntries
+// every CommitTimeout (randomised up to twice that) even when nothing
+// changed, only so an idle follower learns the commit index soon; at the
+// library's 20 ms that was the largest idle cost of a node with few slots
+// (docs/scaling.md). Followers still learn of every write at once: the
+// leader nudges them after each one (ProposeEncoded, raftgroup Nudge).
+const MetaCommitTimeout = time.Second
+
+// metaTiming fills in MetaCommitTimeout.
+func metaTiming(t raftgroup.Timing) raftgroup.Timing {
+	if t.CommitTimeout == 0 {
+		t.CommitTimeout = MetaCommitTimeout
+	}
+	return t
 }
 
 // Applied is the meta replica's applied raft index (commands, and also

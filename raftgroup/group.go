@@ -119,6 +119,8 @@ type Group struct {
 	hurryMu sync.Mutex
 	hurried string // the dead leader this follower is hurrying past; "" when not
 
+	nudge nudger // Nudge (nudge.go)
+
 	// readTerm is the term in which this replica, leading, last finished
 	// its barrier (0: none yet): from then on, in that term, its state
 	// includes every entry any leader committed before (ReadReady).
