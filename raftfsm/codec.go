@@ -150,6 +150,8 @@ func decodeOne(b []byte) (Command, error) {
 		x.Coll, x.ID, x.Version = r.str(maxStr), r.str(maxStr), r.uvarint()
 		x.TriggerTime, x.Now = r.varint(), r.varint()
 		c = x
+	case CmdAckMany:
+		c = r.ackMany()
 	case CmdAdvanceOffset:
 		c = &AdvanceOffset{Offset: r.varint()}
 	case CmdDropDue:
