@@ -6,10 +6,13 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/storage"
 )
 
@@ -431,7 +434,8 @@ type batchReplica interface {
 	resolve(e storage.DueEntry, j *model.Job) (resolved, fireResult, bool)
 	waitDue(ctx context.Context, due int64) (time.Time, bool)
 	fenced() bool
-	decide(j *model.Job, rs resolved, res DeliveryResult) fireResult
+	endMs() int64
+	decideBatched(j *model.Job, rs resolved, res DeliveryResult, end int64) (raftfsm.AckJob, bool, []byte)
 	noteFired(lateness time.Duration, attempt int64)
 	commitOutcomes(ctx context.Context, cmds [][]byte) error
 }
@@ -501,9 +505,15 @@ func (l *Lanes) sendPart(ln *lane, part []readyJob) {
 	// Fencing, for every slot in the batch, and the job guard, right
 	// before the request leaves.
 	send := part[:0]
+	fenced := make(map[batchReplica]bool, 4) // asked once per slot of the batch
 	for _, r := range part {
+		ok, seen := fenced[r.br]
+		if !seen {
+			ok = r.br.fenced()
+			fenced[r.br] = ok
+		}
 		switch {
-		case !r.br.fenced():
+		case !ok:
 			go r.p.s.settle(r.p.ctx, r.p.it.key, fireResult{again: fencedPause}, false, r.p.tok)
 		case !r.p.s.guard.startSend(r.p.tok):
 			go r.p.s.settle(r.p.ctx, r.p.it.key, notNow, false, r.p.tok)
@@ -536,30 +546,58 @@ func (l *Lanes) sendPart(ln *lane, part []readyJob) {
 			results[i] = DeliveryResult{Err: errors.New("internal error: batch results lost")}
 		}
 	}
-	// Outcomes are committed per slot, each slot's in one proposal.
+	commitBatch(send, results)
+}
+
+// commitBatch decides each sent job's outcome and commits the outcomes of
+// each slot in one proposal: the jobs the answer finished as one AckMany
+// per collection (in id order, so the state machine's reads of their
+// records walk forward), retries and reschedules as commands of their own.
+func commitBatch(send []readyJob, results []DeliveryResult) {
 	type slotOutcomes struct {
 		br   batchReplica
 		ctx  context.Context
 		keys []string
+		acks map[string]*raftfsm.AckMany
 		cmds [][]byte
 	}
 	by := map[*scheduler]*slotOutcomes{}
 	var order []*scheduler
+	var end int64
 	for i, r := range send {
 		r.p.s.guard.disarm(r.p.tok, true)
-		res := r.br.decide(r.p.j, r.rs, results[i])
 		so := by[r.p.s]
 		if so == nil {
 			so = &slotOutcomes{br: r.br, ctx: r.p.ctx}
 			by[r.p.s] = so
 			order = append(order, r.p.s)
 		}
+		if end == 0 {
+			end = r.br.endMs()
+		}
 		so.keys = append(so.keys, r.p.it.key)
-		so.cmds = append(so.cmds, res.cmd)
+		ack, finished, cmd := r.br.decideBatched(r.p.j, r.rs, results[i], end)
+		if !finished {
+			so.cmds = append(so.cmds, cmd)
+			continue
+		}
+		if so.acks == nil {
+			so.acks = map[string]*raftfsm.AckMany{}
+		}
+		am := so.acks[r.p.j.Collection]
+		if am == nil {
+			am = &raftfsm.AckMany{Coll: r.p.j.Collection, Now: end}
+			so.acks[r.p.j.Collection] = am
+		}
+		am.Jobs = append(am.Jobs, ack)
 	}
 	var wg sync.WaitGroup
 	for _, s := range order {
 		so := by[s]
+		for _, am := range so.acks {
+			slices.SortStableFunc(am.Jobs, func(a, b raftfsm.AckJob) int { return strings.Compare(a.ID, b.ID) })
+			so.cmds = append(so.cmds, raftfsm.EncodeOne(am))
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
