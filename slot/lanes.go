@@ -210,10 +210,17 @@ func (l *Lanes) Share() float64 {
 	return l.share()
 }
 
-// enqueue queues a due job of a paced route.
-func (l *Lanes) enqueue(p *pending, rt *model.Route) {
+// enqueueRound queues the due jobs of paced routes of a dispatch round,
+// one lock for all: rts[i] is ps[i]'s route.
+func (l *Lanes) enqueueRound(ps []*pending, rts []*model.Route) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for i, p := range ps {
+		l.enqueueLocked(p, rts[i])
+	}
+}
+
+func (l *Lanes) enqueueLocked(p *pending, rt *model.Route) {
 	ln := l.lanes[rt.Name]
 	if ln == nil {
 		ln = &lane{name: rt.Name, wake: make(chan struct{}, 1)}
@@ -451,7 +458,7 @@ type readyJob struct {
 // signing secret (a route without its own signs with each job's
 // collection's), and sends each part.
 func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
-	var ready []readyJob
+	ready := make([]readyJob, 0, len(batch))
 	for _, p := range batch {
 		br, ok := p.s.r.(batchReplica)
 		if !ok { // only test replicas: deliver it alone
@@ -469,6 +476,17 @@ func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
 	}
 	for len(ready) > 0 {
 		secret := ready[0].rs.d.SigningSecret
+		same := true
+		for _, r := range ready[1:] {
+			if r.rs.d.SigningSecret != secret {
+				same = false
+				break
+			}
+		}
+		if same { // the usual case: one secret for the whole batch
+			l.sendPart(ln, ready)
+			break
+		}
 		var part, rest []readyJob
 		for _, r := range ready {
 			if r.rs.d.SigningSecret == secret {

@@ -432,8 +432,8 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 		tokens := make([]fireToken, len(round))
 		for i, it := range round {
 			refs[i] = it.e
-			tokens[i] = s.guard.arm(it.e.Coll, it.e.ID)
 		}
+		s.guard.armRound(refs, tokens)
 		jobs, err := s.r.readJobs(refs)
 		if err != nil {
 			s.log.Error("scheduler: reading due jobs failed; they will be retried", "slot", s.slot, "error", err)
@@ -445,8 +445,16 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 			}
 			return
 		}
+		var paced []*pending
+		var routes []*model.Route
 		for i, it := range round {
-			s.dispatch(ctx, it, jobs[i], tokens[i])
+			if p, rt := s.dispatch(ctx, it, jobs[i], tokens[i]); p != nil {
+				paced = append(paced, p)
+				routes = append(routes, rt)
+			}
+		}
+		if len(paced) > 0 {
+			s.lanes.enqueueRound(paced, routes)
 		}
 		if len(round) < maxRound {
 			return
@@ -457,7 +465,9 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 // dispatch fires one job on a worker goroutine; the caller holds a pool
 // slot, released as soon as the callback returns. The worker stays on the
 // job until the outcome is committed, so a graceful stop can wait for it.
-func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fireToken) {
+// A job of a paced route is returned instead, with its route, for the
+// caller to queue in the route's lane (with the rest of its round).
+func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fireToken) (*pending, *model.Route) {
 	s.gate.Lock()
 	if s.stopping.Load() {
 		// A drain began after this job was popped: it stays for whoever
@@ -466,7 +476,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 		s.guard.disarm(tok, false)
 		<-s.sem
 		heap.Push(&s.heap, it)
-		return
+		return nil, nil
 	}
 	it.inflight = true
 	s.fires.Add(1)
@@ -476,8 +486,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 			// The route's lane sends it when its limits allow; meanwhile
 			// it holds no pool slot and no goroutine.
 			<-s.sem
-			s.lanes.enqueue(&pending{s: s, ctx: ctx, it: it, j: j, tok: tok}, rt)
-			return
+			return &pending{s: s, ctx: ctx, it: it, j: j, tok: tok}, rt
 		}
 	}
 	s.workers.Go(func() {
@@ -486,6 +495,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 		slot.release()
 		s.settle(ctx, it.key, res, sent, tok)
 	})
+	return nil, nil
 }
 
 // fireOne makes one callback attempt of a dispatched job. lateness, if
