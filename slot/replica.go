@@ -823,11 +823,6 @@ func (r *Replica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
 	return raftfsm.GetJobs(r.db, r.slot, refs)
 }
 
-func (r *Replica) commitOutcome(ctx context.Context, cmd []byte) error {
-	_, err := r.outcomes.Propose(ctx, [][]byte{cmd})
-	return err
-}
-
 func (r *Replica) loadedUpTo(ms int64) { r.proposedOffset.Store(ms) }
 
 func (r *Replica) pacedRoute(j *model.Job) *model.Route {

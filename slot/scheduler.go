@@ -58,8 +58,8 @@ func (h *itemHeap) Pop() any {
 // callback attempt, and the commit of its outcome. The replica implements
 // it over Pebble and raft; the scheduler's tests implement it in memory.
 // Nothing here is called per job except readJobs (once per round), fire
-// and commitOutcome, so the interface costs the fire path nothing it did
-// not already pay.
+// and commitOutcomes (once per group of outcomes), so the interface costs
+// the fire path nothing it did not already pay.
 type schedReplica interface {
 	// offset is the slot's committed offset (raftfsm.NoOffset when no
 	// due entry is left): every due entry not yet done is at or after it.
@@ -74,8 +74,8 @@ type schedReplica interface {
 	// right before the request would leave; when it says no, nothing is
 	// sent and the job is looked at again shortly.
 	fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult
-	// commitOutcome commits one outcome through raft.
-	commitOutcome(ctx context.Context, cmd []byte) error
+	// commitOutcomes commits outcomes through raft, in one proposal.
+	commitOutcomes(ctx context.Context, cmds [][]byte) error
 	// loadedUpTo tells the replica how far (ms) the due index is loaded:
 	// the offset it may propose once what is below it is done.
 	loadedUpTo(ms int64)
@@ -149,6 +149,12 @@ type scheduler struct {
 	// counts its fire under it, and drain sets stopping under it, so once
 	// drain waits on fires no fire can start any more.
 	gate sync.Mutex
+
+	// The outcomes of single fires waiting to be committed, and the
+	// goroutines committing them (queueOutcome).
+	omu        sync.Mutex
+	oq         []queuedOutcome
+	committers int
 }
 
 func newScheduler(r schedReplica, c schedConfig) *scheduler {
@@ -519,11 +525,11 @@ func (s *scheduler) fireOne(ctx context.Context, it *item, j *model.Job, tok fir
 // worker stays on the job until the outcome is committed, so a graceful
 // stop can wait for it.
 func (s *scheduler) settle(ctx context.Context, key string, res fireResult, sent bool, tok fireToken) {
-	defer s.fires.Done()
 	s.guard.disarm(tok, sent)
 	switch {
 	case res.cmd != nil:
-		s.commit(ctx, key, res.cmd)
+		s.queueOutcome(ctx, key, res.cmd) // its committer ends the fire
+		return
 	case res.again > 0:
 		select {
 		case <-ctx.Done():
@@ -533,11 +539,79 @@ func (s *scheduler) settle(ctx context.Context, key string, res fireResult, sent
 	default:
 		s.done(key)
 	}
+	s.fires.Done()
 }
 
-// commitMany commits the outcomes of a batch's jobs of this slot in one
-// proposal, retried like commit; each job's fire ends with it.
-func (s *scheduler) commitMany(ctx context.Context, br batchReplica, keys []string, cmds [][]byte) {
+// queuedOutcome is a single fire's outcome waiting for a committer.
+type queuedOutcome struct {
+	key string
+	cmd []byte
+}
+
+// maxCommitters bounds the goroutines committing a scheduler's queued
+// outcomes at once; maxCommitCmds bounds the outcomes of one proposal.
+const (
+	maxCommitters = 4
+	maxCommitCmds = 4096
+)
+
+// queueOutcome hands a fire's outcome to the scheduler's committers, so
+// the fire's worker goes back to the pool at once instead of waiting for
+// raft. Before, every fire's goroutine waited out its own commit: at 10k
+// fires/s thousands of them, each with the stack a callback grew, and
+// new workers (and stack growth) for the fires behind them. The
+// outcomes queued while a commit is under way go out together in the
+// next proposal; the fire ends (fires.Done) when its outcome is
+// committed, exactly as before, so drain still waits for it.
+func (s *scheduler) queueOutcome(ctx context.Context, key string, cmd []byte) {
+	s.omu.Lock()
+	s.oq = append(s.oq, queuedOutcome{key, cmd})
+	if s.committers >= maxCommitters {
+		s.omu.Unlock()
+		return
+	}
+	s.committers++
+	s.omu.Unlock()
+	go s.commitQueued(ctx)
+}
+
+// commitQueued commits queued outcomes until the queue is empty.
+func (s *scheduler) commitQueued(ctx context.Context) {
+	for {
+		s.omu.Lock()
+		q := s.oq
+		if len(q) > maxCommitCmds {
+			q = q[:maxCommitCmds:maxCommitCmds]
+			s.oq = s.oq[maxCommitCmds:]
+		} else {
+			s.oq = nil
+		}
+		if len(q) == 0 {
+			s.committers--
+			s.omu.Unlock()
+			return
+		}
+		s.omu.Unlock()
+		keys := make([]string, len(q))
+		cmds := make([][]byte, len(q))
+		for i, o := range q {
+			keys[i], cmds[i] = o.key, o.cmd
+		}
+		s.commitMany(ctx, s.r, keys, cmds)
+	}
+}
+
+// outcomeCommitter commits outcomes through raft (a *Replica).
+type outcomeCommitter interface {
+	commitOutcomes(ctx context.Context, cmds [][]byte) error
+}
+
+// commitMany commits outcomes of this slot in one proposal and ends their
+// fires. While this replica still leads, a failed proposal is retried:
+// the callbacks were delivered and firing them again would be needless
+// duplicates. Once leadership is gone the new leader owns the jobs and
+// fires them again (at-least-once).
+func (s *scheduler) commitMany(ctx context.Context, br outcomeCommitter, keys []string, cmds [][]byte) {
 	defer s.fires.Add(-len(keys))
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -561,33 +635,6 @@ func (s *scheduler) commitMany(ctx context.Context, br batchReplica, keys []stri
 			for _, k := range keys {
 				s.done(k)
 			}
-			return
-		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
-		}
-	}
-}
-
-// commit proposes a fire's outcome. While this replica still leads, a
-// failed proposal is retried: the callback was delivered and firing it
-// again would be a needless duplicate. Once leadership is gone the new
-// leader owns the job and fires it again (at-least-once).
-func (s *scheduler) commit(ctx context.Context, key string, cmd []byte) {
-	for attempt := 0; ; attempt++ {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := s.r.commitOutcome(cctx, cmd)
-		cancel()
-		if err == nil || ctx.Err() != nil || errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrClosed) {
-			s.done(key)
-			return
-		}
-		if attempt >= 20 {
-			s.log.Error("scheduler: committing an outcome failed; the job will fire again", "slot", s.slot, "error", err)
-			s.finish(key, true)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			s.done(key)
 			return
 		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
 		}
