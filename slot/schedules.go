@@ -118,9 +118,14 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 		if !r.fenced() {
 			return fencedPause
 		}
+		scheds, err := raftfsm.GetSchedules(r.db, r.slot, due)
+		if err != nil {
+			r.log.Error("schedules: reading due schedules failed; retrying", "error", err)
+			return scheduleIdle
+		}
 		cmds := make([]raftfsm.Command, 0, len(due))
-		for _, e := range due {
-			if c := r.advanceCmd(e, now); c != nil {
+		for i, e := range due {
+			if c := r.advanceCmd(e, scheds[i], now); c != nil {
 				cmds = append(cmds, c)
 			}
 		}
@@ -142,12 +147,12 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 	return scheduleIdle
 }
 
-// advanceCmd computes the advance of one due schedule at now: the latest
-// occurrence at or before now fires, the ones before it are counted as
-// missed (the catch-up rule), and the following one becomes next.
-func (r *Replica) advanceCmd(e storage.DueEntry, now int64) raftfsm.Command {
-	sc, ok, err := raftfsm.GetSchedule(r.db, r.slot, e.Coll, e.ID)
-	if err != nil || !ok || sc.NextFireAt != e.Due {
+// advanceCmd computes the advance of one due schedule at now, sc as read
+// for its due entry e (nil: gone): the latest occurrence at or before now
+// fires, the ones before it are counted as missed (the catch-up rule),
+// and the following one becomes next.
+func (r *Replica) advanceCmd(e storage.DueEntry, sc *model.Schedule, now int64) raftfsm.Command {
+	if sc == nil || sc.NextFireAt != e.Due {
 		return nil // changed since the scan; the next scan sees it as it is
 	}
 	spec, err := recur.FromSchedule(&sc.Spec, sc.Anchor)
