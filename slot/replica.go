@@ -188,6 +188,9 @@ type Replica struct {
 
 	schedWake  chan struct{} // SchedulesChanged wakes the schedule loop
 	schedNoted atomic.Int64  // the earliest schedule due entry written since the loop's last look
+	// advanceCommit is the schedule loop's moving average of an advance's
+	// commit time (ns), which its lead follows (leadFor).
+	advanceCommit atomic.Int64
 
 	stopMaint chan struct{}
 	maintWG   sync.WaitGroup
