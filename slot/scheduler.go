@@ -2,7 +2,6 @@ package slot
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -25,7 +24,50 @@ type item struct {
 	renotified bool // a new version was scheduled at the same key while in flight
 }
 
+// itemHeap is the scheduler's due heap; push and pop are typed, like the
+// lanes' (pendingHeap): every due job passes through it.
 type itemHeap []*item
+
+func (h *itemHeap) push(it *item) {
+	*h = append(*h, it)
+	q := *h
+	i := len(q) - 1
+	it.idx = i
+	for i > 0 {
+		up := (i - 1) / 2
+		if !q.Less(i, up) {
+			break
+		}
+		q.Swap(i, up)
+		i = up
+	}
+}
+
+func (h *itemHeap) pop() *item {
+	q := *h
+	n := len(q) - 1
+	top := q[0]
+	q.Swap(0, n)
+	q[n] = nil
+	q = q[:n]
+	*h = q
+	for i := 0; ; {
+		m := 2*i + 1
+		if m >= n {
+			break
+		}
+		if r := m + 1; r < n && q.Less(r, m) {
+			m = r
+		}
+		if !q.Less(m, i) {
+			break
+		}
+		q.Swap(i, m)
+		i = m
+	}
+	top.idx = -1
+	return top
+}
 
 func (h itemHeap) Len() int { return len(h) }
 func (h itemHeap) Less(i, j int) bool {
@@ -38,19 +80,6 @@ func (h itemHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].idx = i
 	h[j].idx = j
-}
-func (h *itemHeap) Push(x any) {
-	it := x.(*item)
-	it.idx = len(*h)
-	*h = append(*h, it)
-}
-func (h *itemHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	it.idx = -1
-	return it
 }
 
 // schedReplica is what the scheduler needs from its slot replica: the
@@ -270,7 +299,7 @@ func (s *scheduler) run(ctx context.Context) {
 		case <-s.wake:
 		case <-timer.C:
 		case sem <- struct{}{}:
-			s.dispatchDue(ctx, s.now(), heap.Pop(&s.heap).(*item))
+			s.dispatchDue(ctx, s.now(), s.heap.pop())
 		}
 	}
 }
@@ -326,7 +355,7 @@ func (s *scheduler) absorb() {
 		it.inflight = false
 		if it.renotified || d.again {
 			it.renotified = false
-			heap.Push(&s.heap, it)
+			s.heap.push(it)
 			continue
 		}
 		delete(s.known, d.key)
@@ -336,7 +365,7 @@ func (s *scheduler) absorb() {
 func (s *scheduler) add(e storage.DueEntry, key string) {
 	it := &item{e: e, key: key, idx: -1}
 	s.known[key] = it
-	heap.Push(&s.heap, it)
+	s.heap.push(it)
 }
 
 // load extends the in-memory window from the cursor. Its iterator is
@@ -423,7 +452,7 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 		for len(round) < maxRound && len(s.heap) > 0 && s.heap[0].e.Due <= now && !s.stopping.Load() {
 			select {
 			case s.sem <- struct{}{}:
-				round = append(round, heap.Pop(&s.heap).(*item))
+				round = append(round, s.heap.pop())
 				continue
 			default:
 			}
@@ -481,7 +510,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 		s.gate.Unlock()
 		s.guard.disarm(tok, false)
 		<-s.sem
-		heap.Push(&s.heap, it)
+		s.heap.push(it)
 		return nil, nil
 	}
 	it.inflight = true
