@@ -67,6 +67,15 @@ func (c *AckMany) appendBody(dst []byte) []byte {
 	return dst
 }
 
+// sizeHint is about the encoded size, so EncodeOne allocates once.
+func (c *AckMany) sizeHint() int {
+	n := 2 + len(c.Coll) + 2*binary.MaxVarintLen64
+	for i := range c.Jobs {
+		n += len(c.Jobs[i].ID) + len(c.Jobs[i].LastError) + 16
+	}
+	return n
+}
+
 // ackManyMinJob is the fewest bytes one encoded AckJob takes (an empty id,
 // version, flags, attempts): the count is checked against it so a corrupt
 // count never makes the decoder allocate more than the bytes it was given

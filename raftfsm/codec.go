@@ -562,7 +562,13 @@ func (r *reader) routeDelivery(rt *model.Route) {
 // EncodeOne encodes a single command; EncodeBatch joins several encoded
 // commands into one entry. Splitting the two lets many goroutines encode in
 // parallel while one proposer only concatenates.
-func EncodeOne(c Command) []byte { return appendCommand(nil, c) }
+func EncodeOne(c Command) []byte {
+	var dst []byte
+	if h, ok := c.(interface{ sizeHint() int }); ok {
+		dst = make([]byte, 0, h.sizeHint())
+	}
+	return appendCommand(dst, c)
+}
 
 // EncodeBatch joins encoded commands into one raft entry.
 func EncodeBatch(encoded [][]byte) []byte {

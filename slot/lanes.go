@@ -631,7 +631,7 @@ func commitBatch(send []readyJob, results []DeliveryResult) {
 		r.p.s.guard.disarm(r.p.tok, true)
 		so := by[r.p.s]
 		if so == nil {
-			so = &slotOutcomes{br: r.br, ctx: r.p.ctx}
+			so = &slotOutcomes{br: r.br, ctx: r.p.ctx, keys: make([]string, 0, len(send))}
 			by[r.p.s] = so
 			order = append(order, r.p.s)
 		}
@@ -649,7 +649,7 @@ func commitBatch(send []readyJob, results []DeliveryResult) {
 		}
 		am := so.acks[r.p.j.Collection]
 		if am == nil {
-			am = &raftfsm.AckMany{Coll: r.p.j.Collection, Now: end}
+			am = &raftfsm.AckMany{Coll: r.p.j.Collection, Now: end, Jobs: make([]raftfsm.AckJob, 0, len(send))}
 			so.acks[r.p.j.Collection] = am
 		}
 		am.Jobs = append(am.Jobs, ack)
