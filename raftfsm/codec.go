@@ -163,6 +163,8 @@ func decodeOne(b []byte) (Command, error) {
 		x.Coll, x.ID, x.Version = r.str(maxStr), r.str(maxStr), r.uvarint()
 		x.TriggerTime, x.Now = r.varint(), r.varint()
 		c = x
+	case CmdAckMany:
+		c = r.ackMany()
 	case CmdAdvanceOffset:
 		c = &AdvanceOffset{Offset: r.varint()}
 	case CmdDropDue:
@@ -600,7 +602,13 @@ func (r *reader) routeDelivery(rt *model.Route) {
 // EncodeOne encodes a single command; EncodeBatch joins several encoded
 // commands into one entry. Splitting the two lets many goroutines encode in
 // parallel while one proposer only concatenates.
-func EncodeOne(c Command) []byte { return appendCommand(nil, c) }
+func EncodeOne(c Command) []byte {
+	var dst []byte
+	if h, ok := c.(interface{ sizeHint() int }); ok {
+		dst = make([]byte, 0, h.sizeHint())
+	}
+	return appendCommand(dst, c)
+}
 
 // EncodeBatch joins encoded commands into one raft entry.
 func EncodeBatch(encoded [][]byte) []byte {

@@ -19,6 +19,7 @@ func sampleCommands() []Command {
 		&DropTombstones{Before: 1767225600000},
 		&Ack{Coll: "c", ID: "e", Version: 3, Success: true, Attempts: 1, Now: 44},
 		&Ack{Coll: "c", ID: "f", Version: 4, Attempts: 5, LastError: "callback answered 500", Now: 45},
+		&AckMany{Coll: "c", Now: 45, Jobs: []AckJob{{ID: "e", Version: 3, Success: true, Attempts: 1}, {ID: "f", Version: 4, Attempts: 5, LastError: "callback answered 500"}}},
 		&Retry{Coll: "c", ID: "g", Version: 2, NextDue: 99, Attempts: 2, LastError: "timeout", Now: 46},
 		&Reschedule{Coll: "c", ID: "h", Version: 9, TriggerTime: 1000, Now: 47},
 		&AdvanceOffset{Offset: 123456},

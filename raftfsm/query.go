@@ -3,6 +3,8 @@ package raftfsm
 import (
 	"bytes"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
@@ -33,8 +35,22 @@ func GetJobs(r storage.Reader, slot int, refs []storage.DueEntry) ([]*model.Job,
 	if err != nil {
 		return nil, err
 	}
+	// Seek in key order: refs come in due order, which is random in the
+	// record span, and forward seeks let Pebble step from where it is
+	// instead of descending every level again.
+	order := make([]int, len(refs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(refs[a].Coll, refs[b].Coll); c != 0 {
+			return c
+		}
+		return strings.Compare(refs[a].ID, refs[b].ID)
+	})
 	var key []byte
-	for i, e := range refs {
+	for _, i := range order {
+		e := refs[i]
 		key = storage.RecordKey(key[:0], slot, e.Coll, e.ID)
 		if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
 			continue

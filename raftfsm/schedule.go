@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
@@ -233,6 +235,46 @@ func GetSchedule(r storage.Reader, slot int, coll, id string) (*model.Schedule, 
 		return nil, false, fmt.Errorf("slot %d schedule %s/%s: %w", slot, coll, id, err)
 	}
 	return s, true, nil
+}
+
+// GetSchedules reads the schedules of due entries with one iterator, in
+// key order (nil where a schedule is gone): what the schedule loop reads
+// for each round of advances, up to a thousand at a time.
+func GetSchedules(r storage.Reader, slot int, refs []storage.DueEntry) ([]*model.Schedule, error) {
+	out := make([]*model.Schedule, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	lo, hi := storage.ScheduleSpan(slot)
+	it, err := r.NewIter(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	order := make([]int, len(refs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(refs[a].Coll, refs[b].Coll); c != 0 {
+			return c
+		}
+		return strings.Compare(refs[a].ID, refs[b].ID)
+	})
+	var key []byte
+	for _, i := range order {
+		e := refs[i]
+		key = storage.ScheduleKey(key[:0], slot, e.Coll, e.ID)
+		if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
+			continue
+		}
+		sc := &model.Schedule{Collection: e.Coll, ID: e.ID}
+		if err := DecodeScheduleRecord(it.Value(), sc); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("slot %d schedule %s/%s: %w", slot, e.Coll, e.ID, err)
+		}
+		out[i] = sc
+	}
+	return out, it.Close()
 }
 
 // ListSchedules lists up to limit schedules of a collection in one slot

@@ -278,6 +278,8 @@ func (s *applyState) apply(c Command) (model.Result, error) {
 		return s.dropTombstones(c)
 	case *Ack:
 		return s.ack(c)
+	case *AckMany:
+		return s.ackMany(c)
 	case *Retry:
 		return s.retry(c)
 	case *Reschedule:
@@ -480,15 +482,35 @@ func (s *applyState) outcome(coll, id string, version uint64, now int64, moveLis
 }
 
 func (s *applyState) ack(c *Ack) (model.Result, error) {
-	return s.outcome(c.Coll, c.ID, c.Version, c.Now, false, func(j *model.Job) {
-		j.Status = model.StatusFailed
-		if c.Success {
-			j.Status = model.StatusSucceeded
-		}
-		j.Attempts = c.Attempts
-		j.LastError = c.LastError
-		j.FinishedAt = c.Now
-	})
+	return s.finish(c.Coll, c.ID, c.Version, c.Success, c.Attempts, c.LastError, c.Now)
+}
+
+// finish is one ack (Ack, or a job of AckMany): outcome without the
+// closure, as it runs once per delivered job.
+func (s *applyState) finish(coll, id string, version uint64, success bool, attempts int64, lastError string, now int64) (model.Result, error) {
+	j, ok, err := s.firedVersion(coll, id, version)
+	if err != nil || !ok {
+		return model.Result{Code: model.CodeStale}, err
+	}
+	if err := s.removeIndexes(j, false); err != nil {
+		return model.Result{}, err
+	}
+	j.Status = model.StatusFailed
+	if success {
+		j.Status = model.StatusSucceeded
+	}
+	j.Attempts = attempts
+	j.LastError = lastError
+	j.FinishedAt = now
+	j.UpdatedAt = now
+	j.Version++
+	if err := s.putJob(j); err != nil {
+		return model.Result{}, err
+	}
+	if err := s.addIndexes(j, false); err != nil {
+		return model.Result{}, err
+	}
+	return model.Result{Code: model.CodeOK, Job: j}, nil
 }
 
 func (s *applyState) retry(c *Retry) (model.Result, error) {

@@ -9,6 +9,7 @@
 #                               # route-limit route-batch (route delivery control, issue 11)
 #   scripts/bench.sh scale      # 10M pending jobs: RSS, disk, restart time (~5 min, ~2 GB disk)
 #   scripts/bench.sh cluster    # the 3-node scenarios (cluster-create-batch ... cluster-fire)
+#   scripts/bench.sh cluster-schedules  # issue 11 (c): 10,000 every-1s schedules on 3 nodes
 #   SECURE=1 scripts/bench.sh … # the same with everything on: HTTPS and API tokens (an admin token,
 #                               # as bench creates its collection); clusters also with peer mTLS and
 #                               # a gossip key. Certificates are made here with openssl.
@@ -154,6 +155,9 @@ scenario() {
     cluster-create-single) cluster_fresh; cbench --jobs 30000 --concurrency 64 --create-only; cbench --jobs 30000 --concurrency 64 --create-only ;;
     cluster-lateness) cluster_fresh; cbench --jobs 60000 --window 30s --batch 1000 --lead 5s ;;
     cluster-fire) cluster_fresh; cbench --jobs 150000 --window 10s --batch 1000 --lead 8s ;;
+    # issue 11 (c): 10,000 every-1s schedules (10,000 occurrences/s) on
+    # three nodes: fires/s, lateness, duplicates, early
+    cluster-schedules) cluster_fresh; cbench --schedules 10000 --duration 20s ;;
     cluster) for c in cluster-create-batch cluster-create-single cluster-lateness cluster-fire; do echo; echo "== $c"; scenario "$c"; done ;;
     *) echo "unknown scenario $1" >&2; exit 2 ;;
   esac

@@ -1,6 +1,10 @@
 package slot
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/timemachine-db/timemachine/storage"
+)
 
 // jobGuard is the slot leader's per-job rule between a callback and a
 // client's DELETE or PUT of the same job (docs/api.md#jobs): DELETE
@@ -62,6 +66,19 @@ func (g *jobGuard) arm(coll, id string) fireToken {
 	e := g.entry(k)
 	e.armed++
 	return fireToken{key: k, gen: e.gen, stale: e.writes > 0}
+}
+
+// armRound arms the fires of a dispatch round, one lock for all:
+// tokens[i] is refs[i]'s.
+func (g *jobGuard) armRound(refs []storage.DueEntry, tokens []fireToken) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, e := range refs {
+		k := guardKey(e.Coll, e.ID)
+		ge := g.entry(k)
+		ge.armed++
+		tokens[i] = fireToken{key: k, gen: ge.gen, stale: ge.writes > 0}
+	}
 }
 
 // startSend reports whether the armed fire may send now: no write of the

@@ -188,6 +188,9 @@ type Replica struct {
 
 	schedWake  chan struct{} // SchedulesChanged wakes the schedule loop
 	schedNoted atomic.Int64  // the earliest schedule due entry written since the loop's last look
+	// advanceCommit is the schedule loop's moving average of an advance's
+	// commit time (ns), which its lead follows (leadFor).
+	advanceCommit atomic.Int64
 
 	stopMaint chan struct{}
 	maintWG   sync.WaitGroup
@@ -727,15 +730,47 @@ func (r *Replica) waitDue(ctx context.Context, due int64) (time.Time, bool) {
 
 // decide turns one attempt's result into the outcome to commit.
 func (r *Replica) decide(j *model.Job, rs resolved, res DeliveryResult) fireResult {
-	// Rounded up, so waits computed from it are never short.
-	end := (r.cfg.Clock().UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
-	attempt := rs.d.Attempt
-	dec := Decide(res, rs.policy, j.TriggerTime, attempt, end, rand.Float64()*2-1)
-	r.cfg.Metrics.Decided(r.slot, dec.Verdict)
+	end := r.endMs()
+	dec := r.verdict(j, rs, res, end)
 	switch dec.Verdict {
 	case VerdictSucceeded, VerdictFailed:
 		return outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Success: dec.Verdict == VerdictSucceeded,
-			Attempts: attempt, LastError: dec.LastError, Now: end}))
+			Attempts: rs.d.Attempt, LastError: dec.LastError, Now: end}))
+	}
+	return r.otherOutcome(j, rs, dec, end)
+}
+
+// endMs is the end of an attempt in ms, rounded up, so waits computed
+// from it are never short.
+func (r *Replica) endMs() int64 {
+	return (r.cfg.Clock().UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+}
+
+// verdict decides one attempt's result at end (ms).
+func (r *Replica) verdict(j *model.Job, rs resolved, res DeliveryResult, end int64) Decision {
+	dec := Decide(res, rs.policy, j.TriggerTime, rs.d.Attempt, end, rand.Float64()*2-1)
+	r.cfg.Metrics.Decided(r.slot, dec.Verdict)
+	return dec
+}
+
+// decideBatched is decide for a job of a batched delivery, all of whose
+// answers share end: a job the answer finished (succeeded, or failed for
+// good) comes back as its AckJob, committed with the batch's others in
+// one AckMany; any other verdict as its own encoded command.
+func (r *Replica) decideBatched(j *model.Job, rs resolved, res DeliveryResult, end int64) (raftfsm.AckJob, bool, []byte) {
+	dec := r.verdict(j, rs, res, end)
+	switch dec.Verdict {
+	case VerdictSucceeded, VerdictFailed:
+		return raftfsm.AckJob{ID: j.ID, Version: j.Version, Success: dec.Verdict == VerdictSucceeded, Attempts: rs.d.Attempt, LastError: dec.LastError}, true, nil
+	}
+	return raftfsm.AckJob{}, false, r.otherOutcome(j, rs, dec, end).cmd
+}
+
+// otherOutcome is the outcome of a verdict that does not finish the job:
+// a retry or a reschedule.
+func (r *Replica) otherOutcome(j *model.Job, rs resolved, dec Decision, end int64) fireResult {
+	attempt := rs.d.Attempt
+	switch dec.Verdict {
 	case VerdictRetry:
 		return outcome(raftfsm.EncodeOne(&raftfsm.Retry{Coll: j.Collection, ID: j.ID, Version: j.Version, NextDue: dec.NextDue,
 			Attempts: attempt, LastError: dec.LastError, Now: end}))
@@ -809,11 +844,6 @@ func (r *Replica) dueIter(lower, upper []byte) (dueIter, error) {
 
 func (r *Replica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
 	return raftfsm.GetJobs(r.db, r.slot, refs)
-}
-
-func (r *Replica) commitOutcome(ctx context.Context, cmd []byte) error {
-	_, err := r.outcomes.Propose(ctx, [][]byte{cmd})
-	return err
 }
 
 func (r *Replica) loadedUpTo(ms int64) { r.proposedOffset.Store(ms) }

@@ -2,7 +2,6 @@ package slot
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -25,7 +24,50 @@ type item struct {
 	renotified bool // a new version was scheduled at the same key while in flight
 }
 
+// itemHeap is the scheduler's due heap; push and pop are typed, like the
+// lanes' (pendingHeap): every due job passes through it.
 type itemHeap []*item
+
+func (h *itemHeap) push(it *item) {
+	*h = append(*h, it)
+	q := *h
+	i := len(q) - 1
+	it.idx = i
+	for i > 0 {
+		up := (i - 1) / 2
+		if !q.Less(i, up) {
+			break
+		}
+		q.Swap(i, up)
+		i = up
+	}
+}
+
+func (h *itemHeap) pop() *item {
+	q := *h
+	n := len(q) - 1
+	top := q[0]
+	q.Swap(0, n)
+	q[n] = nil
+	q = q[:n]
+	*h = q
+	for i := 0; ; {
+		m := 2*i + 1
+		if m >= n {
+			break
+		}
+		if r := m + 1; r < n && q.Less(r, m) {
+			m = r
+		}
+		if !q.Less(m, i) {
+			break
+		}
+		q.Swap(i, m)
+		i = m
+	}
+	top.idx = -1
+	return top
+}
 
 func (h itemHeap) Len() int { return len(h) }
 func (h itemHeap) Less(i, j int) bool {
@@ -39,27 +81,14 @@ func (h itemHeap) Swap(i, j int) {
 	h[i].idx = i
 	h[j].idx = j
 }
-func (h *itemHeap) Push(x any) {
-	it := x.(*item)
-	it.idx = len(*h)
-	*h = append(*h, it)
-}
-func (h *itemHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	it.idx = -1
-	return it
-}
 
 // schedReplica is what the scheduler needs from its slot replica: the
 // committed offset, reads of the due index and of job records, one
 // callback attempt, and the commit of its outcome. The replica implements
 // it over Pebble and raft; the scheduler's tests implement it in memory.
 // Nothing here is called per job except readJobs (once per round), fire
-// and commitOutcome, so the interface costs the fire path nothing it did
-// not already pay.
+// and commitOutcomes (once per group of outcomes), so the interface costs
+// the fire path nothing it did not already pay.
 type schedReplica interface {
 	// offset is the slot's committed offset (raftfsm.NoOffset when no
 	// due entry is left): every due entry not yet done is at or after it.
@@ -74,8 +103,8 @@ type schedReplica interface {
 	// right before the request would leave; when it says no, nothing is
 	// sent and the job is looked at again shortly.
 	fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult
-	// commitOutcome commits one outcome through raft.
-	commitOutcome(ctx context.Context, cmd []byte) error
+	// commitOutcomes commits outcomes through raft, in one proposal.
+	commitOutcomes(ctx context.Context, cmds [][]byte) error
 	// loadedUpTo tells the replica how far (ms) the due index is loaded:
 	// the offset it may propose once what is below it is done.
 	loadedUpTo(ms int64)
@@ -149,6 +178,12 @@ type scheduler struct {
 	// counts its fire under it, and drain sets stopping under it, so once
 	// drain waits on fires no fire can start any more.
 	gate sync.Mutex
+
+	// The outcomes of single fires waiting to be committed, and the
+	// goroutines committing them (queueOutcome).
+	omu        sync.Mutex
+	oq         []queuedOutcome
+	committers int
 }
 
 func newScheduler(r schedReplica, c schedConfig) *scheduler {
@@ -264,7 +299,7 @@ func (s *scheduler) run(ctx context.Context) {
 		case <-s.wake:
 		case <-timer.C:
 		case sem <- struct{}{}:
-			s.dispatchDue(ctx, s.now(), heap.Pop(&s.heap).(*item))
+			s.dispatchDue(ctx, s.now(), s.heap.pop())
 		}
 	}
 }
@@ -320,7 +355,7 @@ func (s *scheduler) absorb() {
 		it.inflight = false
 		if it.renotified || d.again {
 			it.renotified = false
-			heap.Push(&s.heap, it)
+			s.heap.push(it)
 			continue
 		}
 		delete(s.known, d.key)
@@ -330,7 +365,7 @@ func (s *scheduler) absorb() {
 func (s *scheduler) add(e storage.DueEntry, key string) {
 	it := &item{e: e, key: key, idx: -1}
 	s.known[key] = it
-	heap.Push(&s.heap, it)
+	s.heap.push(it)
 }
 
 // load extends the in-memory window from the cursor. Its iterator is
@@ -417,7 +452,7 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 		for len(round) < maxRound && len(s.heap) > 0 && s.heap[0].e.Due <= now && !s.stopping.Load() {
 			select {
 			case s.sem <- struct{}{}:
-				round = append(round, heap.Pop(&s.heap).(*item))
+				round = append(round, s.heap.pop())
 				continue
 			default:
 			}
@@ -432,8 +467,8 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 		tokens := make([]fireToken, len(round))
 		for i, it := range round {
 			refs[i] = it.e
-			tokens[i] = s.guard.arm(it.e.Coll, it.e.ID)
 		}
+		s.guard.armRound(refs, tokens)
 		jobs, err := s.r.readJobs(refs)
 		if err != nil {
 			s.log.Error("scheduler: reading due jobs failed; they will be retried", "slot", s.slot, "error", err)
@@ -445,8 +480,16 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 			}
 			return
 		}
+		var paced []*pending
+		var routes []*model.Route
 		for i, it := range round {
-			s.dispatch(ctx, it, jobs[i], tokens[i])
+			if p, rt := s.dispatch(ctx, it, jobs[i], tokens[i]); p != nil {
+				paced = append(paced, p)
+				routes = append(routes, rt)
+			}
+		}
+		if len(paced) > 0 {
+			s.lanes.enqueueRound(paced, routes)
 		}
 		if len(round) < maxRound {
 			return
@@ -457,7 +500,9 @@ func (s *scheduler) dispatchDue(ctx context.Context, now int64, first *item) {
 // dispatch fires one job on a worker goroutine; the caller holds a pool
 // slot, released as soon as the callback returns. The worker stays on the
 // job until the outcome is committed, so a graceful stop can wait for it.
-func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fireToken) {
+// A job of a paced route is returned instead, with its route, for the
+// caller to queue in the route's lane (with the rest of its round).
+func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fireToken) (*pending, *model.Route) {
 	s.gate.Lock()
 	if s.stopping.Load() {
 		// A drain began after this job was popped: it stays for whoever
@@ -465,8 +510,8 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 		s.gate.Unlock()
 		s.guard.disarm(tok, false)
 		<-s.sem
-		heap.Push(&s.heap, it)
-		return
+		s.heap.push(it)
+		return nil, nil
 	}
 	it.inflight = true
 	s.fires.Add(1)
@@ -476,8 +521,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 			// The route's lane sends it when its limits allow; meanwhile
 			// it holds no pool slot and no goroutine.
 			<-s.sem
-			s.lanes.enqueue(&pending{s: s, ctx: ctx, it: it, j: j, tok: tok}, rt)
-			return
+			return &pending{s: s, ctx: ctx, it: it, j: j, tok: tok}, rt
 		}
 	}
 	s.workers.Go(func() {
@@ -486,6 +530,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 		slot.release()
 		s.settle(ctx, it.key, res, sent, tok)
 	})
+	return nil, nil
 }
 
 // fireOne makes one callback attempt of a dispatched job. lateness, if
@@ -509,11 +554,11 @@ func (s *scheduler) fireOne(ctx context.Context, it *item, j *model.Job, tok fir
 // worker stays on the job until the outcome is committed, so a graceful
 // stop can wait for it.
 func (s *scheduler) settle(ctx context.Context, key string, res fireResult, sent bool, tok fireToken) {
-	defer s.fires.Done()
 	s.guard.disarm(tok, sent)
 	switch {
 	case res.cmd != nil:
-		s.commit(ctx, key, res.cmd)
+		s.queueOutcome(ctx, key, res.cmd) // its committer ends the fire
+		return
 	case res.again > 0:
 		select {
 		case <-ctx.Done():
@@ -523,11 +568,79 @@ func (s *scheduler) settle(ctx context.Context, key string, res fireResult, sent
 	default:
 		s.done(key)
 	}
+	s.fires.Done()
 }
 
-// commitMany commits the outcomes of a batch's jobs of this slot in one
-// proposal, retried like commit; each job's fire ends with it.
-func (s *scheduler) commitMany(ctx context.Context, br batchReplica, keys []string, cmds [][]byte) {
+// queuedOutcome is a single fire's outcome waiting for a committer.
+type queuedOutcome struct {
+	key string
+	cmd []byte
+}
+
+// maxCommitters bounds the goroutines committing a scheduler's queued
+// outcomes at once; maxCommitCmds bounds the outcomes of one proposal.
+const (
+	maxCommitters = 4
+	maxCommitCmds = 4096
+)
+
+// queueOutcome hands a fire's outcome to the scheduler's committers, so
+// the fire's worker goes back to the pool at once instead of waiting for
+// raft. Before, every fire's goroutine waited out its own commit: at 10k
+// fires/s thousands of them, each with the stack a callback grew, and
+// new workers (and stack growth) for the fires behind them. The
+// outcomes queued while a commit is under way go out together in the
+// next proposal; the fire ends (fires.Done) when its outcome is
+// committed, exactly as before, so drain still waits for it.
+func (s *scheduler) queueOutcome(ctx context.Context, key string, cmd []byte) {
+	s.omu.Lock()
+	s.oq = append(s.oq, queuedOutcome{key, cmd})
+	if s.committers >= maxCommitters {
+		s.omu.Unlock()
+		return
+	}
+	s.committers++
+	s.omu.Unlock()
+	go s.commitQueued(ctx)
+}
+
+// commitQueued commits queued outcomes until the queue is empty.
+func (s *scheduler) commitQueued(ctx context.Context) {
+	for {
+		s.omu.Lock()
+		q := s.oq
+		if len(q) > maxCommitCmds {
+			q = q[:maxCommitCmds:maxCommitCmds]
+			s.oq = s.oq[maxCommitCmds:]
+		} else {
+			s.oq = nil
+		}
+		if len(q) == 0 {
+			s.committers--
+			s.omu.Unlock()
+			return
+		}
+		s.omu.Unlock()
+		keys := make([]string, len(q))
+		cmds := make([][]byte, len(q))
+		for i, o := range q {
+			keys[i], cmds[i] = o.key, o.cmd
+		}
+		s.commitMany(ctx, s.r, keys, cmds)
+	}
+}
+
+// outcomeCommitter commits outcomes through raft (a *Replica).
+type outcomeCommitter interface {
+	commitOutcomes(ctx context.Context, cmds [][]byte) error
+}
+
+// commitMany commits outcomes of this slot in one proposal and ends their
+// fires. While this replica still leads, a failed proposal is retried:
+// the callbacks were delivered and firing them again would be needless
+// duplicates. Once leadership is gone the new leader owns the jobs and
+// fires them again (at-least-once).
+func (s *scheduler) commitMany(ctx context.Context, br outcomeCommitter, keys []string, cmds [][]byte) {
 	defer s.fires.Add(-len(keys))
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -551,33 +664,6 @@ func (s *scheduler) commitMany(ctx context.Context, br batchReplica, keys []stri
 			for _, k := range keys {
 				s.done(k)
 			}
-			return
-		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
-		}
-	}
-}
-
-// commit proposes a fire's outcome. While this replica still leads, a
-// failed proposal is retried: the callback was delivered and firing it
-// again would be a needless duplicate. Once leadership is gone the new
-// leader owns the job and fires it again (at-least-once).
-func (s *scheduler) commit(ctx context.Context, key string, cmd []byte) {
-	for attempt := 0; ; attempt++ {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := s.r.commitOutcome(cctx, cmd)
-		cancel()
-		if err == nil || ctx.Err() != nil || errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrClosed) {
-			s.done(key)
-			return
-		}
-		if attempt >= 20 {
-			s.log.Error("scheduler: committing an outcome failed; the job will fire again", "slot", s.slot, "error", err)
-			s.finish(key, true)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			s.done(key)
 			return
 		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
 		}

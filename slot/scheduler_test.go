@@ -136,9 +136,9 @@ func (f *fakeReplica) fire(ctx context.Context, e storage.DueEntry, j *model.Job
 	return outcome([]byte("ack " + e.ID))
 }
 
-// commitOutcome applies an ack the way the FSM would: the job leaves the
+// commitOutcomes applies acks the way the FSM would: the job leaves the
 // due index.
-func (f *fakeReplica) commitOutcome(ctx context.Context, cmd []byte) error {
+func (f *fakeReplica) commitOutcomes(ctx context.Context, cmds [][]byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.commitErrs) > 0 {
@@ -146,14 +146,16 @@ func (f *fakeReplica) commitOutcome(ctx context.Context, cmd []byte) error {
 		f.commitErrs = f.commitErrs[1:]
 		return err
 	}
-	f.commits = append(f.commits, string(cmd))
-	id := string(bytes.TrimPrefix(cmd, []byte("ack ")))
-	if j, ok := f.jobs[id]; ok {
-		k := storage.DueKey(nil, schedSlot, j.DueTime, "c", id)
-		if i, found := slices.BinarySearchFunc(f.keys, k, bytes.Compare); found {
-			f.keys = slices.Delete(f.keys, i, i+1)
+	for _, cmd := range cmds {
+		f.commits = append(f.commits, string(cmd))
+		id := string(bytes.TrimPrefix(cmd, []byte("ack ")))
+		if j, ok := f.jobs[id]; ok {
+			k := storage.DueKey(nil, schedSlot, j.DueTime, "c", id)
+			if i, found := slices.BinarySearchFunc(f.keys, k, bytes.Compare); found {
+				f.keys = slices.Delete(f.keys, i, i+1)
+			}
+			delete(f.jobs, id)
 		}
-		delete(f.jobs, id)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 // The schedule loop (slot/DESIGN.md#schedules) runs on the slot leader for
 // one term, next to the job scheduler. When a schedule's next occurrence is
-// due by the fence's clock, or about to be (scheduleLead), it proposes
+// due by the fence's clock, or about to be (leadFor), it proposes
 // ScheduleAdvance, which creates the occurrence as an ordinary job due at
 // its occurrence time; the job scheduler then fires it like any other job
 // (retries, signatures, the never-early check right before the request
@@ -25,13 +25,29 @@ import (
 // maxAdvanceRound bounds the schedules advanced in one raft entry.
 const maxAdvanceRound = 1000
 
-// scheduleLead is how long before its time an occurrence is created. The
-// occurrence is a job due at the occurrence time, which the job scheduler
-// fires then and never before; creating it ahead keeps the raft commit of
-// the advance out of the occurrence's lateness. The price: a DELETE or PUT
-// of the schedule within this lead of an occurrence leaves that
-// occurrence, already a job, to fire.
-const scheduleLead = 250 * time.Millisecond
+// scheduleLead is how long before its time an occurrence is created, at
+// least. The occurrence is a job due at the occurrence time, which the job
+// scheduler fires then and never before; creating it ahead keeps the raft
+// commit of the advance out of the occurrence's lateness. The price: a
+// DELETE or PUT of the schedule within the lead of an occurrence leaves
+// that occurrence, already a job, to fire.
+//
+// When advances take longer to commit (a loaded host, a busy raft log),
+// the lead grows with them, to twice the recent commit time, up to
+// maxScheduleLead: with a fixed 250 ms, 3,000 schedules on three nodes of
+// a loaded 2-core host arrived 0.5 s late at the median, the advances'
+// commits being that slow. The cap stays below recur.MinEvery (1 s), so a
+// schedule never has more than one occurrence created ahead: a DELETE
+// still leaves at most one to fire.
+const (
+	scheduleLead    = 250 * time.Millisecond
+	maxScheduleLead = 750 * time.Millisecond
+)
+
+// leadFor is the lead for an advance commit time (its recent average).
+func leadFor(commit time.Duration) time.Duration {
+	return min(max(scheduleLead, 2*commit), maxScheduleLead)
+}
 
 // scheduleIdle is the longest the loop sleeps without looking again.
 const scheduleIdle = time.Second
@@ -92,7 +108,8 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 		now := r.fireNow(local).UnixMilli()
 		var due []storage.DueEntry
 		var next int64
-		horizon := now + scheduleLead.Milliseconds()
+		lead := leadFor(time.Duration(r.advanceCommit.Load()))
+		horizon := now + lead.Milliseconds()
 		err := raftfsm.ScanScheduleDue(r.db, r.slot, *low, horizon+int64(scheduleIdle/time.Millisecond)+1, maxAdvanceRound+1, func(e storage.DueEntry) bool {
 			if e.Due > horizon {
 				next = e.Due
@@ -112,27 +129,37 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 			if next == 0 {
 				return scheduleIdle
 			}
-			return max(time.UnixMilli(next).Add(-scheduleLead).Sub(r.fireNow(r.cfg.Clock())), time.Millisecond)
+			return max(time.UnixMilli(next).Add(-lead).Sub(r.fireNow(r.cfg.Clock())), time.Millisecond)
 		}
 		*low = max(*low, due[0].Due)
 		if !r.fenced() {
 			return fencedPause
 		}
+		scheds, err := raftfsm.GetSchedules(r.db, r.slot, due)
+		if err != nil {
+			r.log.Error("schedules: reading due schedules failed; retrying", "error", err)
+			return scheduleIdle
+		}
 		cmds := make([]raftfsm.Command, 0, len(due))
-		for _, e := range due {
-			if c := r.advanceCmd(e, now); c != nil {
+		for i, e := range due {
+			if c := r.advanceCmd(e, scheds[i], now); c != nil {
 				cmds = append(cmds, c)
 			}
 		}
 		if len(cmds) == 0 {
 			return scheduleIdle
 		}
+		start := time.Now()
 		if _, err := r.Propose(ctx, cmds...); err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("schedules: proposing occurrences failed; retrying", "error", err)
 			}
 			return fencedPause
 		}
+		// A moving average of the commit time (one in four), which the
+		// lead follows.
+		took := int64(time.Since(start))
+		r.advanceCommit.Store((3*r.advanceCommit.Load() + took) / 4)
 		if len(due) < maxAdvanceRound {
 			// Loop once more: the scan picks up the next occurrence (and
 			// anything that came due meanwhile).
@@ -142,12 +169,12 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 	return scheduleIdle
 }
 
-// advanceCmd computes the advance of one due schedule at now: the latest
-// occurrence at or before now fires, the ones before it are counted as
-// missed (the catch-up rule), and the following one becomes next.
-func (r *Replica) advanceCmd(e storage.DueEntry, now int64) raftfsm.Command {
-	sc, ok, err := raftfsm.GetSchedule(r.db, r.slot, e.Coll, e.ID)
-	if err != nil || !ok || sc.NextFireAt != e.Due {
+// advanceCmd computes the advance of one due schedule at now, sc as read
+// for its due entry e (nil: gone): the latest occurrence at or before now
+// fires, the ones before it are counted as missed (the catch-up rule),
+// and the following one becomes next.
+func (r *Replica) advanceCmd(e storage.DueEntry, sc *model.Schedule, now int64) raftfsm.Command {
+	if sc == nil || sc.NextFireAt != e.Due {
 		return nil // changed since the scan; the next scan sees it as it is
 	}
 	spec, err := recur.FromSchedule(&sc.Spec, sc.Anchor)
@@ -160,7 +187,7 @@ func (r *Replica) advanceCmd(e storage.DueEntry, now int64) raftfsm.Command {
 	}
 	var occ, skipped, following int64
 	if sc.NextFireAt > now {
-		// Created a little ahead (scheduleLead): the job fires at its time.
+		// Created a little ahead (leadFor): the job fires at its time.
 		occ, following = sc.NextFireAt, spec.Next(sc.NextFireAt)
 	} else if occ, skipped, following = spec.Latest(sc.NextFireAt, now); occ == 0 {
 		return nil
