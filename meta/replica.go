@@ -26,6 +26,8 @@ type Config struct {
 	// OnChange is called after every applied change (from raft's FSM
 	// goroutine; it must not block). May be nil.
 	OnChange func(*raftfsm.MetaState)
+	// OnFatal stops the node (a log entry a newer binary wrote).
+	OnFatal func(error)
 	// OnEvent hears of elections and leader changes (metrics). May be nil.
 	OnEvent func(raftgroup.Event)
 }
@@ -45,6 +47,7 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	fsm := raftfsm.NewMetaFSM()
 	fsm.OnChange = cfg.OnChange
+	fsm.OnFatal = cfg.OnFatal
 	g, err := raftgroup.Open(raftgroup.Config{
 		Name:              "meta",
 		NodeID:            cfg.NodeID,

@@ -160,6 +160,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		Logger: n.log, RaftLogLevel: cfg.RaftLogLevel, Timing: cfg.Timing,
 		OnLeader: n.runController,
 		OnChange: func(*raftfsm.MetaState) { n.kickReconcile() },
+		OnFatal:  n.onFatal,
 		OnEvent:  func(e raftgroup.Event) { n.metrics.raftEvent("meta", e) },
 	}); err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func appendCommand(dst []byte, c Command) []byte {
 func Decode(b []byte) ([]Command, error) {
 	if len(b) >= 2 && CmdType(b[0]) == CmdBatch {
 		if b[1] != v1 {
-			return nil, fmt.Errorf("%w: batch version %d", ErrCorrupt, b[1])
+			return nil, fmt.Errorf("%w: %w: batch version %d", ErrCorrupt, ErrNewerCommand, b[1])
 		}
 		r := reader{b: b[2:]}
 		n := r.uvarint()
@@ -126,7 +126,7 @@ func decodeOne(b []byte) (Command, error) {
 	}
 	t, ver := CmdType(b[0]), b[1]
 	if ver != v1 {
-		return nil, fmt.Errorf("%w: command %d version %d (written by a newer binary?)", ErrCorrupt, t, ver)
+		return nil, fmt.Errorf("%w: %w: command %d version %d", ErrCorrupt, ErrNewerCommand, t, ver)
 	}
 	r := reader{b: b[2:]}
 	var c Command
@@ -222,7 +222,7 @@ func decodeOne(b []byte) (Command, error) {
 	default:
 		x, ok := decodeSchedule(t, &r)
 		if !ok {
-			return nil, fmt.Errorf("%w: unknown command type %d", ErrCorrupt, t)
+			return nil, fmt.Errorf("%w: %w: command type %d", ErrCorrupt, ErrNewerCommand, t)
 		}
 		c = x
 	}

@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -101,6 +102,9 @@ type MetaFSM struct {
 	// OnChange, if set, is called after every applied change, outside any
 	// lock, from raft's FSM goroutine. It must not block.
 	OnChange func(*MetaState)
+	// OnFatal, if set, stops the node: an entry holds a command this
+	// binary does not know (ErrNewerCommand).
+	OnFatal func(error)
 }
 
 // NewMetaFSM returns an empty meta state machine.
@@ -126,6 +130,12 @@ func (f *MetaFSM) Apply(l *raft.Log) interface{} {
 		return nil
 	}
 	cmds, err := Decode(l.Data)
+	if errors.Is(err, ErrNewerCommand) && f.OnFatal != nil {
+		// Not applied, not skipped: the index stays, and the node stops.
+		err = newerCommand("meta", l.Index, err)
+		f.OnFatal(err)
+		return err
+	}
 	if err != nil {
 		f.state.Store(next)
 		return fmt.Errorf("meta apply at index %d: %w", l.Index, err)

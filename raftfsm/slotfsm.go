@@ -189,6 +189,13 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			continue
 		}
 		cmds, err := Decode(l.Data)
+		if errors.Is(err, ErrNewerCommand) {
+			f.fail(newerCommand(fmt.Sprintf("slot %d", f.slot), l.Index, err))
+			for k := range res {
+				res[k] = ErrStopped
+			}
+			return res
+		}
 		if err != nil {
 			// Every replica rejects the same bytes the same way.
 			f.log.Error("rejecting undecodable command", "slot", f.slot, "index", l.Index, "error", err)
@@ -246,8 +253,12 @@ func (f *SlotFSM) fail(err error) {
 	if f.stopped.Swap(true) {
 		return
 	}
-	f.log.Error("slot replica stopped: storage write failed; free disk space or fix the disk, then restart the node (nothing acknowledged is lost: the raft log replays on restart)",
-		"slot", f.slot, "error", err)
+	if errors.Is(err, ErrNewerCommand) {
+		f.log.Error("slot replica stopped", "slot", f.slot, "error", err)
+	} else {
+		f.log.Error("slot replica stopped: storage write failed; free disk space or fix the disk, then restart the node (nothing acknowledged is lost: the raft log replays on restart)",
+			"slot", f.slot, "error", err)
+	}
 	if f.onFatal != nil {
 		f.onFatal(err)
 	}
@@ -767,4 +778,10 @@ func (s *applyState) removeIndexes(j *model.Job, list bool) error {
 		}
 	}
 	return nil
+}
+
+// newerCommand is the error a state machine stops the node with on an entry
+// a newer binary wrote.
+func newerCommand(group string, index uint64, err error) error {
+	return fmt.Errorf("%s: log entry %d: %w — the cluster runs a newer timemachine than this node: install the same version here and restart it (the entry is applied then; skipping it would make this replica's state drift from its peers')", group, index, err)
 }

@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -441,5 +442,40 @@ func TestResentCreateAfterADeleteMakesNothing(t *testing.T) {
 	openFSM(t, db3, 2).ApplyBatch(log[:3])
 	if _, ok, _ := GetJob(db3, 2, "c", "j"); ok {
 		t.Fatal("the re-sent create made the deleted job again")
+	}
+}
+
+// An entry a newer binary wrote (a command type this one does not know)
+// stops the replica instead of being skipped: skipped, the replica's state
+// would drift from its peers'. A garbled body of a known command is still
+// rejected by every replica alike, and the log goes on.
+func TestNewerCommandStopsTheReplica(t *testing.T) {
+	var fatal error
+	f, err := OpenSlotFSM(memDB(t), 4, quiet, func(err error) { fatal = err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbled := append(Encode(&Create{Coll: "c", ID: "a", Spec: spec(1, 1), Now: 1}), 0xff)
+	out := f.ApplyBatch([]*raft.Log{
+		{Index: 1, Type: raft.LogCommand, Data: garbled},
+		{Index: 2, Type: raft.LogCommand, Data: Encode(&Create{Coll: "c", ID: "b", Spec: spec(1, 1), Now: 1})},
+	})
+	if _, ok := out[0].(error); !ok || fatal != nil || f.Applied() != 2 {
+		t.Fatalf("a garbled entry: %v, fatal %v, applied %d", out[0], fatal, f.Applied())
+	}
+	out = f.ApplyBatch([]*raft.Log{{Index: 3, Type: raft.LogCommand, Data: []byte{99, 1, 0}}})
+	if !errors.Is(fatal, ErrNewerCommand) || out[0] != ErrStopped || f.Applied() != 2 {
+		t.Fatalf("a newer command: fatal %v, result %v, applied %d", fatal, out[0], f.Applied())
+	}
+}
+
+func TestNewerCommandStopsTheMetaNode(t *testing.T) {
+	f := NewMetaFSM()
+	var fatal error
+	f.OnFatal = func(err error) { fatal = err }
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: Encode(&ForgetCollection{Name: "x"})})
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{99, 1}})
+	if !errors.Is(fatal, ErrNewerCommand) || f.State().Index != 1 {
+		t.Fatalf("fatal %v, index %d", fatal, f.State().Index)
 	}
 }

@@ -13,6 +13,12 @@ import (
 // written by something other than this codec, or damaged on disk.
 var ErrCorrupt = errors.New("raftfsm: corrupt encoding")
 
+// ErrNewerCommand reports a command type or version this binary does not
+// know: a newer binary wrote it (a rolling upgrade half done). A replica
+// must not skip such an entry — its state would drift from its peers' —
+// so the state machines stop the node on it (wrapped with ErrCorrupt).
+var ErrNewerCommand = errors.New("a command this binary does not know (written by a newer timemachine)")
+
 // reader decodes the compact binary formats. It records the first error and
 // turns every later read into a zero value, so decoders read straight through
 // and check once at the end.

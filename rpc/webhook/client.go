@@ -234,7 +234,11 @@ func New(o Options) *Client {
 		// surplus after a burst go idle and be reaped.
 		ConnPoolStrategy: fasthttp.LIFO,
 		// fasthttp never replays a POST on its own; see replayOnStaleConn.
-		MaxIdemponentCallAttempts: 2,
+		// Every connection the pool can hold may be stale at once (a burst,
+		// then the receiver's idle timeout on all of them): each is refused
+		// before the request is written, so the request may try them all
+		// and then a fresh one.
+		MaxIdemponentCallAttempts: o.MaxConnsPerHost + 1,
 		RetryIfErr:                replayOnStaleConn,
 		DialTimeout:               c.dialPlain,
 		ConfigureClient:           c.configureHost,
@@ -252,17 +256,19 @@ func (c *Client) Close() {
 	c.hc.CloseIdleConnections()
 }
 
-// replayOnStaleConn lets fasthttp send a request a second time, once, when
-// it was refused before any byte left this process: the pooled keep-alive
-// connection it was about to use had been closed by the receiver while it
-// idled (Node and uvicorn close idle connections after 5s, gunicorn after
-// 2s). staleCheckConn detects that with a peek at the socket right before
+// replayOnStaleConn lets fasthttp send a request again when it was refused
+// before any byte left this process: the pooled keep-alive connection it
+// was about to use had been closed by the receiver while it idled (Node and
+// uvicorn close idle connections after 5s, gunicorn after 2s) — as often as
+// that happens, since each refusal takes one stale connection out of the
+// pool (a single replay let a second stale one fail the attempt: a job in
+// the nemesis failed its 4 attempts without the receiver seeing one). staleCheckConn detects that with a peek at the socket right before
 // the request is written. Any other failure — EOF, a reset or a timeout
 // after the request was (possibly) written — is never replayed: the
 // receiver may have seen the request, and an attempt must count as one
 // attempt, not reach the receiver twice with the same attempt number.
-func replayOnStaleConn(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
-	return false, attempts <= 1 && errors.Is(err, errStaleConn)
+func replayOnStaleConn(_ *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+	return false, errors.Is(err, errStaleConn)
 }
 
 // clampDial returns the time allowed for connect plus handshake: the

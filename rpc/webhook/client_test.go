@@ -811,3 +811,81 @@ func FuzzBuildRequest(f *testing.F) {
 		}
 	})
 }
+
+// Several pooled connections the receiver closed while they idled (after a
+// burst, a receiver's idle timeout fires on all of them) must not cost the
+// job an attempt either: each is refused before a byte of the request
+// leaves, and the request goes on to the next, then to a fresh one. With a
+// single replay the second stale connection failed the attempt, and a job
+// in the nemesis failed its 4 attempts without the receiver seeing one.
+func TestDeliverSkipsEveryStaleConnection(t *testing.T) {
+	const burst = 4
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int32
+	arrived := make(chan struct{}, burst)
+	release := make(chan struct{})
+	var closed sync.WaitGroup
+	closed.Add(burst)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { ln.Close() })
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					requests.Add(1)
+					if i >= burst {
+						io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+						continue
+					}
+					// One of the burst: answer once all of it is here (so
+					// it took burst connections), then close as an idle
+					// timeout would.
+					arrived <- struct{}{}
+					<-release
+					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					conn.Close()
+					closed.Done()
+					return
+				}
+			})
+		}
+	})
+	c := newClient(t, Options{})
+	url := "http://" + ln.Addr().String() + "/"
+	var burstWG sync.WaitGroup
+	for range burst {
+		burstWG.Go(func() {
+			if res := c.Deliver(context.Background(), testRequest(url)); res.StatusCode != 200 {
+				t.Errorf("burst Deliver = %+v", res)
+			}
+		})
+	}
+	for range burst {
+		<-arrived
+	}
+	close(release)
+	burstWG.Wait()
+	closed.Wait()
+	res := c.Deliver(context.Background(), testRequest(url))
+	if res.Err != nil || res.StatusCode != 200 {
+		t.Fatalf("Deliver with %d stale connections pooled = %+v", burst, res)
+	}
+	if n := requests.Load(); n != burst+1 {
+		t.Fatalf("server saw %d requests, want %d", n, burst+1)
+	}
+}
