@@ -112,70 +112,41 @@ func (s *slotSnapshot) writeFull(w io.Writer) error {
 	if _, err := bw.Write(hdr); err != nil {
 		return err
 	}
-	lower, upper := storage.RecordSpan(s.f.slot)
-	it, err := s.snap.NewIter(lower, upper)
-	if err != nil {
-		return err
-	}
 	h := xxhash.New()
 	var count uint64
 	var buf []byte
-	for ok := it.First(); ok; ok = it.Next() {
-		k, v := it.Key(), it.Value()
-		buf = append(buf[:0], 1)
-		buf = putBytes(buf, k[len(lower):])
-		buf = putBytes(buf, v)
-		_, _ = h.Write(buf)
-		if _, err := bw.Write(buf); err != nil {
-			_ = it.Close()
+	// stream writes every key of [lower, upper) as an entry tagged tag:
+	// the key without the span's prefix, then the value.
+	stream := func(tag byte, lower, upper []byte) error {
+		it, err := s.snap.NewIter(lower, upper)
+		if err != nil {
 			return err
 		}
-		count++
+		for ok := it.First(); ok; ok = it.Next() {
+			buf = append(buf[:0], tag)
+			buf = putBytes(buf, it.Key()[len(lower):])
+			buf = putBytes(buf, it.Value())
+			_, _ = h.Write(buf)
+			if _, err := bw.Write(buf); err != nil {
+				_ = it.Close()
+				return err
+			}
+			count++
+		}
+		return it.Close()
 	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	// Schedules travel as entries tagged 2, after the jobs; their due
-	// index is derived on restore like the jobs' indexes.
-	slower, supper := storage.ScheduleSpan(s.f.slot)
-	if it, err = s.snap.NewIter(slower, supper); err != nil {
-		return err
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		k, v := it.Key(), it.Value()
-		buf = append(buf[:0], scheduleSnapshotTag)
-		buf = putBytes(buf, k[len(slower):])
-		buf = putBytes(buf, v)
-		_, _ = h.Write(buf)
-		if _, err := bw.Write(buf); err != nil {
-			_ = it.Close()
+	// Job records (tag 1), then schedules (2): their indexes are derived
+	// on restore. Then the tombstones of deleted jobs (3, empty values;
+	// storage.TombKey): a replica restored from this snapshot must still
+	// refuse to make a deleted job again for a re-sent create.
+	for _, part := range []struct {
+		tag  byte
+		span func(int) ([]byte, []byte)
+	}{{1, storage.RecordSpan}, {scheduleSnapshotTag, storage.ScheduleSpan}, {tombSnapshotTag, storage.TombSpan}} {
+		lower, upper := part.span(s.f.slot)
+		if err := stream(part.tag, lower, upper); err != nil {
 			return err
 		}
-		count++
-	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	// Tombstones of deleted jobs (storage.TombKey) travel as entries
-	// tagged 3: a replica restored from this snapshot must still refuse
-	// to make a deleted job again for a re-sent create.
-	tlower, tupper := storage.TombSpan(s.f.slot)
-	if it, err = s.snap.NewIter(tlower, tupper); err != nil {
-		return err
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		buf = append(buf[:0], tombSnapshotTag)
-		buf = putBytes(buf, it.Key()[len(tlower):])
-		buf = putBytes(buf, nil)
-		_, _ = h.Write(buf)
-		if _, err := bw.Write(buf); err != nil {
-			_ = it.Close()
-			return err
-		}
-		count++
-	}
-	if err := it.Close(); err != nil {
-		return err
 	}
 	trailer := binary.BigEndian.AppendUint64([]byte{0}, count)
 	trailer = binary.BigEndian.AppendUint64(trailer, h.Sum64())
