@@ -38,16 +38,7 @@ func GetJobs(r storage.Reader, slot int, refs []storage.DueEntry) ([]*model.Job,
 	// Seek in key order: refs come in due order, which is random in the
 	// record span, and forward seeks let Pebble step from where it is
 	// instead of descending every level again.
-	order := make([]int, len(refs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if c := strings.Compare(refs[a].Coll, refs[b].Coll); c != 0 {
-			return c
-		}
-		return strings.Compare(refs[a].ID, refs[b].ID)
-	})
+	order := keyOrder(refs)
 	var key []byte
 	for _, i := range order {
 		e := refs[i]
@@ -147,4 +138,20 @@ func ListJobs(r storage.Reader, slot int, q model.ListQuery) (model.ListPage, er
 func isOccurrenceOf(id, schedule string) bool {
 	sc, _, ok := model.SplitOccurrenceID(id)
 	return ok && sc == schedule
+}
+
+// keyOrder is the order of refs by collection then id: the order of their
+// record and schedule keys, in which a batch of reads seeks forward only.
+func keyOrder(refs []storage.DueEntry) []int {
+	order := make([]int, len(refs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(refs[a].Coll, refs[b].Coll); c != 0 {
+			return c
+		}
+		return strings.Compare(refs[a].ID, refs[b].ID)
+	})
+	return order
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/storage"
@@ -250,16 +248,7 @@ func GetSchedules(r storage.Reader, slot int, refs []storage.DueEntry) ([]*model
 	if err != nil {
 		return nil, err
 	}
-	order := make([]int, len(refs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if c := strings.Compare(refs[a].Coll, refs[b].Coll); c != 0 {
-			return c
-		}
-		return strings.Compare(refs[a].ID, refs[b].ID)
-	})
+	order := keyOrder(refs)
 	var key []byte
 	for _, i := range order {
 		e := refs[i]
