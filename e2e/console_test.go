@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -461,8 +462,14 @@ func TestConsole(t *testing.T) {
 // waits for the job's detail page.
 func createJob(t *testing.T, ctx context.Context, base, coll, id, target, meta string) {
 	t.Helper()
+	// A fresh document (the query differs per job): a hash change alone
+	// leaves the previous page on screen until the new one has loaded its
+	// collections, and the old form found there was typed into and then
+	// replaced under the test ("Element is not focusable", or a submit of
+	// the new, empty form that never came back). The token is kept in
+	// sessionStorage, so the reload keeps it.
 	actions := []chromedp.Action{
-		chromedp.Navigate(base + "/ui/#/jobs?c=" + coll),
+		chromedp.Navigate(base + "/ui/?new=" + url.QueryEscape(id) + "#/jobs?c=" + coll),
 		chromedp.WaitVisible("[data-testid=new-job] summary", chromedp.ByQuery),
 		chromedp.Click("[data-testid=new-job] summary", chromedp.ByQuery),
 		chromedp.WaitVisible("[data-testid=new-id]", chromedp.ByQuery),
