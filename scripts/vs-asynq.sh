@@ -9,6 +9,7 @@
 #   scripts/vs-asynq.sh create timers   # also 100k over 10 s, 40k over 20 s, 100k at one instant
 #   INSTALL=1 scripts/vs-asynq.sh       # apt-get install -y redis-server first when it is missing
 #   JOBS=30000 scripts/vs-asynq.sh      # fewer creates (default 100000)
+#   SMALL=1 scripts/vs-asynq.sh timers  # the timer workloads with 1/20 of the jobs (a quick check)
 #
 # Redis runs as asynq is usually deployed for durability: appendonly yes,
 # appendfsync everysec (an acknowledged task can be lost in the last second
@@ -18,6 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/timemachine}
 JOBS=${JOBS:-100000}
+DIV=1; [ -n "${SMALL:-}" ] && DIV=20
+T100=$((100000 / DIV)); T40=$((40000 / DIV))
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/tm-vsasynq-XXXXXX")
 RPID=
 TPID=
@@ -76,7 +79,8 @@ side() {
   tm_fresh
   echo "== timemachine: timemachine bench $2  (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   # shellcheck disable=SC2086
-  timeout 300 "$BIN" bench --addr "$HTTP" $2 --json >"$DIR/t$N.json"
+  timeout 300 "$BIN" bench --addr "$HTTP" $2 --json >"$DIR/t$N.json" 2>"$DIR/t$N.log" ||
+    { echo "timemachine bench failed:" >&2; tail -5 "$DIR/t$N.log" >&2; exit 1; }
   ARGS+=("timemachine=$DIR/t$N.json")
 }
 
@@ -88,9 +92,9 @@ for w in "${@:-create}"; do
   case "$w" in
     create) side "create --jobs $JOBS --concurrency 64" "--jobs $JOBS --concurrency 64 --create-only" ;;
     timers)
-      side "timers --jobs 100000 --window 10s --lead 5s" "--jobs 100000 --window 10s --batch 1000 --lead 5s"
-      side "timers --jobs 40000 --window 20s --lead 5s" "--jobs 40000 --window 20s --batch 1000 --lead 5s"
-      side "timers --jobs 100000 --at-once --lead 5s" "--jobs 100000 --at-once --batch 1000 --lead 5s" ;;
+      side "timers --jobs $T100 --window 10s --lead 5s" "--jobs $T100 --window 10s --batch 1000 --lead 5s"
+      side "timers --jobs $T40 --window 20s --lead 5s" "--jobs $T40 --window 20s --batch 1000 --lead 5s"
+      side "timers --jobs $T100 --at-once --lead 5s" "--jobs $T100 --at-once --batch 1000 --lead 5s" ;;
     *) echo "unknown workload $w (create, timers)" >&2; exit 2 ;;
   esac
 done
