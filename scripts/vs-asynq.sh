@@ -67,20 +67,44 @@ asynq_fresh() { redis-cli -p "$RPORT" flushall >/dev/null; }
 
 N=0
 ARGS=()
+CPU=()
+TCK=$(getconf CLK_TCK)
+# ticks PID: the process's CPU time (user + system) in clock ticks.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpuline SIDE JSON CLIENTTIME SERVERTICKS: CPU seconds of the load
+# generator and of the server for one workload, and µs per job created.
+cpuline() {
+  python3 - "$@" "$TCK" <<'PY'
+import json, sys
+side, js, ct, st, tck = sys.argv[1:6]
+n = json.load(open(js)).get("jobs_created", 0)
+u, s = (float(x) for x in open(ct).read().split()[-2:])
+srv = float(st) / float(tck)
+per = (u + s + srv) / n * 1e6 if n else 0
+print(f"| {side} | {n} | {u + s:.2f} s | {srv:.2f} s | {per:.0f} µs |")
+PY
+}
 # side runs one workload on both sides: $1 = vsasynq subcommand and flags,
-# $2 = timemachine bench flags. Each side starts from an empty store.
+# $2 = timemachine bench flags. Each side starts from an empty store. The
+# CPU time of both processes of each side (load generator, server) is
+# recorded for the create workload.
 side() {
   N=$((N + 1))
   asynq_fresh
   echo "== asynq: vsasynq $1  (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  local t0
+  t0=$(ticks "$RPID")
   # shellcheck disable=SC2086
-  timeout 300 "$DIR/vsasynq" $1 --redis "127.0.0.1:$RPORT" --json >"$DIR/a$N.json"
+  timeout 300 /usr/bin/time -f "%U %S" -o "$DIR/a$N.time" "$DIR/vsasynq" $1 --redis "127.0.0.1:$RPORT" --json >"$DIR/a$N.json"
+  CPU+=("$(cpuline "asynq: $1" "$DIR/a$N.json" "$DIR/a$N.time" $(($(ticks "$RPID") - t0)))")
   ARGS+=("asynq=$DIR/a$N.json")
   tm_fresh
   echo "== timemachine: timemachine bench $2  (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  t0=$(ticks "$TPID")
   # shellcheck disable=SC2086
-  timeout 300 "$BIN" bench --addr "$HTTP" $2 --json >"$DIR/t$N.json" 2>"$DIR/t$N.log" ||
+  timeout 300 /usr/bin/time -f "%U %S" -o "$DIR/t$N.time" "$BIN" bench --addr "$HTTP" $2 --json >"$DIR/t$N.json" 2>"$DIR/t$N.log" ||
     { echo "timemachine bench failed:" >&2; tail -5 "$DIR/t$N.log" >&2; exit 1; }
+  CPU+=("$(cpuline "timemachine: bench $2" "$DIR/t$N.json" "$DIR/t$N.time" $(($(ticks "$TPID") - t0)))")
   ARGS+=("timemachine=$DIR/t$N.json")
 }
 
@@ -101,3 +125,8 @@ done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 "$DIR/vsasynq" table "${ARGS[@]}"
+echo
+echo "CPU time per workload: load generator (vsasynq: enqueuers, and for timers asynq's workers and the receiver; timemachine bench: creators and receiver) and server (redis-server; timemachine server), on the same cores:"
+echo "| side: workload | jobs created | load generator | server | CPU per job |"
+echo "|---|---|---|---|---|"
+printf '%s\n' "${CPU[@]}"
