@@ -116,9 +116,11 @@ for w in "${@:-create}"; do
   case "$w" in
     create) side "create --jobs $JOBS --concurrency 64" "--jobs $JOBS --concurrency 64 --create-only" ;;
     timers)
-      side "timers --jobs $T100 --window 10s --lead 5s" "--jobs $T100 --window 10s --batch 1000 --lead 5s"
-      side "timers --jobs $T40 --window 20s --lead 5s" "--jobs $T40 --window 20s --batch 1000 --lead 5s"
-      side "timers --jobs $T100 --at-once --lead 5s" "--jobs $T100 --at-once --batch 1000 --lead 5s" ;;
+      # Leads long enough for asynq's one-by-one enqueues to finish before
+      # the first due time (both sides get the same lead).
+      side "timers --jobs $T100 --window 10s --lead 10s" "--jobs $T100 --window 10s --batch 1000 --lead 10s"
+      side "timers --jobs $T40 --window 20s --lead 10s" "--jobs $T40 --window 20s --batch 1000 --lead 10s"
+      side "timers --jobs $T100 --at-once --lead 15s" "--jobs $T100 --at-once --batch 1000 --lead 15s" ;;
     *) echo "unknown workload $w (create, timers)" >&2; exit 2 ;;
   esac
 done
