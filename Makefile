@@ -10,7 +10,7 @@ STATICCHECK_VERSION ?= v0.6.1
 
 export TIMEMACHINE_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build run test test-unit test-e2e test-ui openapi lint lint-deploy fmt bench bench-go soak nemesis nemesis-short cluster clean release scale
+.PHONY: all build run test test-unit test-e2e test-ui openapi lint lint-deploy fmt bench bench-go vs-asynq soak nemesis nemesis-short cluster clean release scale
 
 all: build
 
@@ -95,6 +95,14 @@ bench-go:
 # `timemachine bench` scenarios against it, prints each report.
 bench: build
 	./scripts/bench.sh
+
+# Issue 13's side by side: asynq + Redis (AOF everysec) and a fresh
+# timemachine server, same workloads, one table (tools/vsasynq, its own
+# module; INSTALL=1 apt-get installs redis-server when missing). Not in
+# `make test`. VS_ASYNQ=timers adds the timer workloads.
+VS_ASYNQ ?= create
+vs-asynq: build
+	./scripts/vs-asynq.sh $(VS_ASYNQ)
 
 # kill -9 / restart cycles against a running workload (long; not in `make test`).
 soak: build

@@ -49,48 +49,56 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 		unknownMu  sync.Mutex
 		anyUnknown bool
 	)
-	for sl, idx := range bySlot {
-		wg.Add(1)
-		go func(sl int, idx []int) {
-			defer wg.Done()
-			cmds := make([]raftfsm.Command, len(idx))
-			for k, i := range idx {
-				cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
+	propose := func(sl int, idx []int) {
+		cmds := make([]raftfsm.Command, len(idx))
+		for k, i := range idx {
+			cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
+		}
+		res, resent, err := s.proposeResolved(ctx, sl, cmds...)
+		if err != nil {
+			e := toModel(err)
+			for _, i := range idx {
+				out[i].Err = e
 			}
-			res, resent, err := s.proposeResolved(ctx, sl, cmds...)
-			if err != nil {
-				e := toModel(err)
-				for _, i := range idx {
-					out[i].Err = e
-				}
-				if errors.Is(err, model.ErrOutcomeUnknown) {
-					unknownMu.Lock()
-					anyUnknown = true
-					unknownMu.Unlock()
-				}
-				return
+			if errors.Is(err, model.ErrOutcomeUnknown) {
+				unknownMu.Lock()
+				anyUnknown = true
+				unknownMu.Unlock()
 			}
-			created := 0
-			for k, i := range idx {
-				out[i].Code, out[i].Job = res[k].Code, res[k].Job
-				if resent && res[k].Code == model.CodeExists && res[k].Job != nil && res[k].Job.CreatedAt == now {
-					// Created by the attempt whose outcome was unknown:
-					// the job carries this request's stamp. The answer is
-					// the job as that create made it (it may have fired or
-					// been retried since, while the outcome was sought).
-					// (Made by it and deleted since, the state machine
-					// answers created from the deleted job's tombstone,
-					// and makes nothing: raftfsm create.)
-					out[i].Code, out[i].Job = model.CodeCreated, asCreated(res[k].Job, in[i].Spec.TriggerTime)
-				}
-				if res[k].Code == model.CodeCreated {
-					created++
-				}
+			return
+		}
+		created := 0
+		for k, i := range idx {
+			out[i].Code, out[i].Job = res[k].Code, res[k].Job
+			if resent && res[k].Code == model.CodeExists && res[k].Job != nil && res[k].Job.CreatedAt == now {
+				// Created by the attempt whose outcome was unknown:
+				// the job carries this request's stamp. The answer is
+				// the job as that create made it (it may have fired or
+				// been retried since, while the outcome was sought).
+				// (Made by it and deleted since, the state machine
+				// answers created from the deleted job's tombstone,
+				// and makes nothing: raftfsm create.)
+				out[i].Code, out[i].Job = model.CodeCreated, asCreated(res[k].Job, in[i].Spec.TriggerTime)
 			}
-			s.created(created)
-		}(sl, idx)
+			if res[k].Code == model.CodeCreated {
+				created++
+			}
+		}
+		s.created(created)
 	}
-	wg.Wait()
+	// A request whose jobs all live in one slot (every single create)
+	// proposes on its own goroutine: a goroutine per slot only pays off
+	// when there are several slots to wait on at once.
+	if len(bySlot) == 1 {
+		for sl, idx := range bySlot {
+			propose(sl, idx)
+		}
+	} else {
+		for sl, idx := range bySlot {
+			wg.Go(func() { propose(sl, idx) })
+		}
+		wg.Wait()
+	}
 	if anyUnknown {
 		// Per-item answers cannot say "unknown": the request as a whole
 		// gets none (re-sending a batch of creates with ids is safe).
