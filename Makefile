@@ -43,6 +43,7 @@ LOADTESTS := UnderLoad$$
 # ~25 s; make test-ui runs it alone and refreshes the screenshots).
 test: build lint-deploy
 	$(GO) vet $(PKGS)
+	cd tools/vsasynq && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(GO) test -race -count=1 -timeout 12m -skip '$(LOADTESTS)' $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
 	$(GO) test -count=1 -timeout 12m -run '$(LOADTESTS)' ./node/
 	TIMEMACHINE_UI=auto $(GO) test -count=1 -timeout 12m ./e2e/...
@@ -76,6 +77,7 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 	cd tools/deploylint && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd tools/vsasynq && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	$(MAKE) --no-print-directory lint-deploy
 
 # Dockerfile, .dockerignore, deploy/compose.yaml and deploy/timemachine.service
