@@ -39,7 +39,10 @@ type Options struct {
 	// Timeout bounds one batch's call (default 2 s); a heartbeat whose
 	// batch times out is sent the stock way.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// RaftTimeout bounds one raft RPC carried on the node's connection
+	// (carry.go; default 10 s, the stock transport's deadline).
+	RaftTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 const (
@@ -65,7 +68,10 @@ type Coalescer struct {
 	hmu      sync.RWMutex
 	handlers map[uint16]*handler // group → its raft's heartbeat handler
 
-	batches, answered, fellBack atomic.Uint64
+	oldMu sync.Mutex
+	old   map[string]time.Time // peers that did not know MethodRaft → when seen
+
+	batches, answered, fellBack, carried atomic.Uint64
 }
 
 // Stats counts what the Coalescer did since it started.
@@ -73,11 +79,12 @@ type Stats struct {
 	Batches  uint64 // calls sent, each carrying one or more heartbeats
 	Answered uint64 // heartbeats a peer's group answered through a batch
 	FellBack uint64 // heartbeats sent the stock way after a batch failed
+	Carried  uint64 // other raft RPCs answered through the node's connection
 }
 
 // Stats returns the counters.
 func (c *Coalescer) Stats() Stats {
-	return Stats{Batches: c.batches.Load(), Answered: c.answered.Load(), FellBack: c.fellBack.Load()}
+	return Stats{Batches: c.batches.Load(), Answered: c.answered.Load(), FellBack: c.fellBack.Load(), Carried: c.carried.Load()}
 }
 
 type queue struct {
@@ -93,6 +100,10 @@ type pending struct {
 type handler struct {
 	mu sync.Mutex
 	fn func(raft.RPC)
+	// rpcs is the group's raft consumer (Transport.Consumer), which the
+	// RPCs carried on the node's connection are handed to; nil until Wrap.
+	rpcs   chan raft.RPC
+	closed chan struct{} // closed when the group's transport closes
 }
 
 func (h *handler) get() func(raft.RPC) {
@@ -109,15 +120,21 @@ func New(call Caller, o Options) *Coalescer {
 	if o.Timeout <= 0 {
 		o.Timeout = defaultTimeout
 	}
+	if o.RaftTimeout <= 0 {
+		o.RaftTimeout = defaultRaftTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return &Coalescer{call: call, opts: o, log: o.Logger.With("component", "beat"),
-		queues: map[string]*queue{}, handlers: map[uint16]*handler{}}
+		queues: map[string]*queue{}, handlers: map[uint16]*handler{}, old: map[string]time.Time{}}
 }
 
-// Serve registers the handler of MethodHeartbeats on srv.
-func (c *Coalescer) Serve(srv Registrar) { srv.Handle(MethodHeartbeats, c.handle) }
+// Serve registers the handlers of MethodHeartbeats and MethodRaft on srv.
+func (c *Coalescer) Serve(srv Registrar) {
+	srv.Handle(MethodHeartbeats, c.handle)
+	srv.Handle(MethodRaft, c.handleRaft)
+}
 
 // Close fails the heartbeats waiting for a flush and every later one (they
 // then go the stock way), and waits for batches in flight.
@@ -243,10 +260,11 @@ func (c *Coalescer) flush(addr string) {
 	}
 }
 
-// register makes fn answer the heartbeats for group; the returned handler
-// is the registration, for unregister.
-func (c *Coalescer) register(group uint16) *handler {
-	h := &handler{}
+// register makes group's heartbeat handler (set later) answer its
+// heartbeats and rpcs (nil: none) take its carried RPCs; the returned
+// handler is the registration, for unregister.
+func (c *Coalescer) register(group uint16, rpcs chan raft.RPC) *handler {
+	h := &handler{rpcs: rpcs, closed: make(chan struct{})}
 	c.hmu.Lock()
 	c.handlers[group] = h
 	c.hmu.Unlock()
@@ -264,6 +282,7 @@ func (c *Coalescer) unregister(group uint16, h *handler) {
 	h.mu.Lock()
 	h.fn = nil
 	h.mu.Unlock()
+	close(h.closed)
 }
 
 // handle answers a batch from a peer: each heartbeat goes to its group's
@@ -335,30 +354,24 @@ func (c *Coalescer) answer(it *item, a *answer) {
 }
 
 // Transport is a group's raft transport: the stock NetworkTransport, with
-// heartbeats sent through the node's Coalescer (and, should that fail, the
-// stock way).
+// heartbeats sent through the node's Coalescer and the other small RPCs
+// carried on the node's connection (carry.go); each falls back to the
+// stock way where the package doc says.
 type Transport struct {
 	*raft.NetworkTransport
 	c     *Coalescer
 	group uint16
 	h     *handler
+	wg    sync.WaitGroup
+	once  sync.Once
 }
 
 // Wrap returns group's transport over nt. Close unregisters it.
 func (c *Coalescer) Wrap(group uint16, nt *raft.NetworkTransport) *Transport {
-	return &Transport{NetworkTransport: nt, c: c, group: group, h: c.register(group)}
-}
-
-// AppendEntries implements raft.Transport.
-func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if IsHeartbeat(args) {
-		err := t.c.Heartbeat(target, t.group, args, resp)
-		if err == nil || errors.Is(err, ErrRefused) {
-			return err
-		}
-		t.c.fellBack.Add(1)
-	}
-	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	t := &Transport{NetworkTransport: nt, c: c, group: group, h: c.register(group, make(chan raft.RPC))}
+	t.wg.Add(1)
+	go forward(nt.Consumer(), t.h.rpcs, t.h.closed, &t.wg)
+	return t
 }
 
 // SetHeartbeatHandler implements raft.Transport: coalesced heartbeats and
@@ -372,6 +385,11 @@ func (t *Transport) SetHeartbeatHandler(cb func(raft.RPC)) {
 
 // Close implements raft.WithClose.
 func (t *Transport) Close() error {
-	t.c.unregister(t.group, t.h)
-	return t.NetworkTransport.Close()
+	var err error
+	t.once.Do(func() {
+		t.c.unregister(t.group, t.h)
+		t.wg.Wait()
+		err = t.NetworkTransport.Close()
+	})
+	return err
 }

@@ -24,19 +24,22 @@ import (
 // the target address, counting the calls per target.
 type loop struct {
 	mu    sync.Mutex
-	nodes map[string]peer.HandlerFunc
+	nodes map[string]map[peer.Method]peer.HandlerFunc
 	calls map[string]int
 	fail  map[string]error
 }
 
 func newLoop() *loop {
-	return &loop{nodes: map[string]peer.HandlerFunc{}, calls: map[string]int{}, fail: map[string]error{}}
+	return &loop{nodes: map[string]map[peer.Method]peer.HandlerFunc{}, calls: map[string]int{}, fail: map[string]error{}}
 }
 
 func (l *loop) add(addr string, c *Coalescer) {
 	c.Serve(registrar(func(m peer.Method, h peer.HandlerFunc) {
 		l.mu.Lock()
-		l.nodes[addr] = h
+		if l.nodes[addr] == nil {
+			l.nodes[addr] = map[peer.Method]peer.HandlerFunc{}
+		}
+		l.nodes[addr][m] = h
 		l.mu.Unlock()
 	}))
 }
@@ -48,9 +51,9 @@ func (r registrar) Handle(m peer.Method, h peer.HandlerFunc) { r(m, h) }
 func (l *loop) Call(ctx context.Context, addr string, m peer.Method, body []byte) ([]byte, error) {
 	l.mu.Lock()
 	l.calls[addr]++
-	h, err := l.nodes[addr], l.fail[addr]
+	h, err := l.nodes[addr][m], l.fail[addr]
 	l.mu.Unlock()
-	if m != MethodHeartbeats {
+	if m != MethodHeartbeats && m != MethodRaft {
 		return nil, fmt.Errorf("unexpected method %d", m)
 	}
 	if err != nil {
@@ -71,7 +74,7 @@ func (l *loop) count(addr string) int {
 // follower registers a heartbeat handler for group on c that answers the
 // way raft does, with LastLog = group so answers can be told apart.
 func follower(c *Coalescer, group uint16, hits *atomic.Int64) *Transport {
-	t := &Transport{c: c, group: group, h: c.register(group)}
+	t := &Transport{c: c, group: group, h: c.register(group, nil)}
 	t.h.fn = func(rpc raft.RPC) {
 		req := rpc.Command.(*raft.AppendEntriesRequest)
 		if hits != nil {

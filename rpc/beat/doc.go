@@ -29,8 +29,30 @@
 //
 // Only heartbeats are coalesced (AppendEntries with no entries, no previous
 // entry and no commit index: raft's heartbeat(), the same test
-// NetworkTransport's fast path applies). Log replication, votes, snapshots
-// and timeout-now keep the group's own NetworkTransport connections.
+// NetworkTransport's fast path applies).
+//
+// # Other raft RPCs: carried on the node connection
+//
+// Votes, pre-votes, timeout-now and AppendEntries sent outside a pipeline
+// go as one node-to-node call each (MethodRaft, carry.go) rather than on
+// the group's own NetworkTransport connection. With the stock transport
+// every election dialed: at 1,024 slots thousands of connections through
+// the internal port, two 256 KiB buffers on each side of each, and the
+// CPU of dialing starved the liveness pings until peers were declared
+// dead (docs/scaling.md). The receiver hands each RPC to its group's raft
+// through the transport's consumer channel (merged with the stock one's,
+// which still serves pipelined appends, snapshots and older peers) and
+// returns the group's answer; a group not open there fails the RPC, as
+// the peer's mux would have refused the stock connection. A leader's
+// pipeline is lazy (pipeline.go): it sends synchronously on the node
+// connection, and dials the stock pipeline only once appends carrying
+// entries come often. InstallSnapshot keeps the stock transport. A peer
+// that answers that it does not know MethodRaft (an older binary) is sent
+// the stock way for a minute before it is asked again.
+//
+// MethodRaft body: u16 group | u8 kind (1 append, 2 vote, 3 pre-vote, 4
+// timeout-now) | the request in msgpack, as NetworkTransport encodes it;
+// the answer is the group's response in msgpack.
 //
 // # Wire format (MethodHeartbeats body)
 //
