@@ -16,7 +16,7 @@ import (
 // MethodRaft is the node-to-node method that carries one raft RPC of a
 // slot group other than a heartbeat: a vote, a pre-vote, a timeout-now or
 // an AppendEntries sent outside a pipeline (see the package doc).
-const MethodRaft peer.Method = 41
+const MethodRaft peer.Method = 42
 
 // The kinds of RPC MethodRaft carries (the first byte after the group).
 const (
