@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
 // Pinger sends one liveness ping carrying this node's wall time (Unix ns)
@@ -228,8 +230,12 @@ func (t *Tracker) ping(ctx context.Context, id string) {
 	p.inflight = false
 	if err != nil {
 		// A timeout says nothing new (DeadAfter judges silence); a
-		// refused or broken connection says the peer is gone now.
-		fast := !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		// refused or broken connection says the peer is gone now — unless
+		// this node broke it itself, on an earlier verdict (peer.Client's
+		// Drop): counted, a verdict caused by a starved moment would renew
+		// itself at every drop (seen forming 1,024 slots: 60-90 verdicts
+		// per node).
+		fast := !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, peer.ErrDropped) && ctx.Err() == nil
 		p.fastFail = fast
 		t.mu.Unlock()
 		if fast {

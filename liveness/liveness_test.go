@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
 // fakePeer is how one peer answers pings.
 type fakePeer struct {
-	offset time.Duration // its clock minus true time
-	paused bool          // never answers
-	gone   bool          // refuses at once
+	offset  time.Duration // its clock minus true time
+	paused  bool          // never answers
+	gone    bool          // refuses at once
+	dropped bool          // fails at once: this node dropped the connection
 }
 
 type fakeNet struct {
@@ -33,6 +35,8 @@ func (n *fakeNet) Ping(ctx context.Context, addr string, _ int64) (int64, error)
 	switch {
 	case p.gone:
 		return 0, errors.New("connection refused")
+	case p.dropped:
+		return 0, fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped)
 	case p.paused:
 		<-ctx.Done()
 		return 0, ctx.Err()
@@ -135,6 +139,24 @@ func TestLease(t *testing.T) {
 	if changes.Load() == 0 {
 		t.Error("OnChange never called")
 	}
+}
+
+// A ping failing because this node dropped the connection itself (on an
+// earlier verdict) is no evidence against the peer: only DeadAfter of such
+// silence makes it dead, never the failure at once.
+func TestOwnDropIsNotAFastFailure(t *testing.T) {
+	net := newNet()
+	var changes atomic.Int32
+	tr := start(t, net, time.Now, &changes)
+	testutil.Eventually(t, 5*time.Second, "the lease", testutil.True(func() bool { return tr.LeaseHeld([]string{"n1", "n2", "n3"}) }))
+	net.set("a2", func(p *fakePeer) { p.dropped = true })
+	dropped := time.Now()
+	testutil.Eventually(t, 5*time.Second, "n2 dead after DeadAfter", testutil.True(func() bool { return tr.Dead("n2") }))
+	if d := time.Since(dropped); d < testDeadAfter {
+		t.Errorf("dropped connections made n2 dead after %v, before DeadAfter (%v)", d, testDeadAfter)
+	}
+	net.set("a2", func(p *fakePeer) { p.dropped = false })
+	testutil.Eventually(t, 5*time.Second, "n2 back", testutil.True(func() bool { return !tr.Dead("n2") }))
 }
 
 // Clock offsets: a node whose clock runs 2 s ahead of the two others sees

@@ -205,6 +205,8 @@ func (c *Coalescer) Heartbeat(target raft.ServerAddress, group uint16, req *raft
 		return nil
 	case a.remote:
 		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, ErrRefused, a.err)
+	case a.dropped:
+		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, peer.ErrDropped, a.err)
 	default:
 		return fmt.Errorf("beat: heartbeat of group %d to %s: %s", group, addr, a.err)
 	}
@@ -247,9 +249,9 @@ func (c *Coalescer) flush(addr string) {
 		}
 	}
 	if err != nil {
-		msg := err.Error()
+		msg, dropped := err.Error(), errors.Is(err, peer.ErrDropped)
 		for _, p := range batch {
-			p.done <- answer{err: msg}
+			p.done <- answer{err: msg, dropped: dropped}
 		}
 		return
 	}

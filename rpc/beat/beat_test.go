@@ -265,6 +265,17 @@ func TestTransportFallsBackOnlyWhenTheBatchFails(t *testing.T) {
 	if st := a.Stats(); st.FellBack != 1 {
 		t.Fatalf("stats after a failed batch: %+v", st)
 	}
+	// A batch that failed because this node dropped its connections (a
+	// liveness verdict) is not retried the stock way either.
+	l.mu.Lock()
+	l.fail[string(dead)] = fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped)
+	l.mu.Unlock()
+	if err := tr.AppendEntries("b", dead, heartbeat(1), &r); !errors.Is(err, peer.ErrDropped) {
+		t.Fatalf("heartbeat after a dropped connection: %v, want ErrDropped", err)
+	}
+	if st := a.Stats(); st.FellBack != 1 {
+		t.Fatalf("stats after a dropped connection: %+v", st)
+	}
 	_ = tr.Close()
 }
 

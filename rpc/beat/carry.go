@@ -208,7 +208,12 @@ func (t *Transport) Consumer() <-chan raft.RPC {
 func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if IsHeartbeat(args) {
 		err := t.c.Heartbeat(target, t.group, args, resp)
-		if err == nil || errors.Is(err, ErrRefused) {
+		// Not retried the stock way: a group's refusal (that way would
+		// be refused too), or a batch that failed because this node
+		// dropped its connections to the peer on a liveness verdict
+		// (each retry would dial a connection per group: the memory of
+		// an election storm).
+		if err == nil || errors.Is(err, ErrRefused) || errors.Is(err, peer.ErrDropped) {
 			return err
 		}
 		t.c.fellBack.Add(1)

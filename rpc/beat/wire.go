@@ -30,6 +30,9 @@ type answer struct {
 	// remote: err is the peer's answer for this heartbeat, not a failure
 	// of the call (not encoded; set by the receiving side).
 	remote bool
+	// dropped: the call failed because this node dropped its connections
+	// to the peer (peer.ErrDropped; not encoded).
+	dropped bool
 }
 
 func appendBytes(dst, b []byte) []byte {
