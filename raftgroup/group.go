@@ -307,7 +307,17 @@ func (g *Group) hurry(dead string, stagger time.Duration, alive func() bool) {
 			return
 		}
 	}
-	if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
+	// A new group's first campaign (dead == "": campaignFirst) starts as
+	// soon, but keeps the normal election timeout: when the whole cluster
+	// forms, every group's first election runs at once and votes wait for
+	// fsyncs, so at 1,024 slots many took longer than the hurried 0.5-1 s
+	// and started over in a higher term, over and over (an election
+	// storm). Failover keeps both timeouts short.
+	election := g.timing.LeaderLeaseTimeout
+	if dead == "" {
+		election = g.timing.ElectionTimeout
+	}
+	if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, election); err != nil {
 		g.cfg.Logger.Warn("could not hurry the election", "group", g.cfg.Name, "error", err)
 		end()
 		return
