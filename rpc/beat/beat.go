@@ -296,29 +296,65 @@ func (c *Coalescer) handle(_ context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	as := make([]answer, len(items))
 	// A heartbeat normally takes microseconds, but one from a newer term
-	// makes its group persist the term first (an fsync). Run in sequence,
-	// that would hold up every later heartbeat of the batch — and the
-	// leases of their leaders — so once the batch has taken slowAfter the
-	// rest run in parallel (their writes then share a commit of the log
-	// file).
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range items {
-		if time.Since(start) < slowAfter {
-			c.answer(&items[i], &as[i])
-			continue
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			c.answer(&items[i], &as[i])
-		}(i)
+	// (or reaching a candidate) makes its group persist the term first (an
+	// fsync). Run in sequence, that would hold up every later heartbeat of
+	// the batch — and the leases of their leaders — so once the batch has
+	// taken slowAfter the rest run in parallel (their writes then share a
+	// commit of the log file). And the batch is answered after at most
+	// batchBudget: a heartbeat still being handled then fails alone (its
+	// leader retries it), rather than delaying the answers of all the
+	// others. Forming 1,024 slots, fsyncs of hundreds of milliseconds held
+	// whole batches until every leader on the node lost its lease at once.
+	type done struct {
+		i int
+		a answer
 	}
-	wg.Wait()
+	ch := make(chan done, len(items)) // never blocks a late handler
+	var next atomic.Int64             // items claimed, by the worker or spread
+	run := func(i int) {
+		var a answer
+		c.answer(&items[i], &a)
+		ch <- done{i, a}
+	}
+	go func() { // the worker: one item after another
+		for i := int(next.Add(1) - 1); i < len(items); i = int(next.Add(1) - 1) {
+			run(i)
+		}
+	}()
+	as := make([]answer, len(items))
+	have := make([]bool, len(items))
+	spread := time.NewTimer(slowAfter)
+	defer spread.Stop()
+	budget := time.NewTimer(batchBudget)
+	defer budget.Stop()
+collect:
+	for got := 0; got < len(items); {
+		select {
+		case d := <-ch:
+			as[d.i], have[d.i] = d.a, true
+			got++
+		case <-spread.C:
+			// Everything the worker has not reached yet runs now, in
+			// parallel, however long the item it is on takes.
+			for i := int(next.Add(1) - 1); i < len(items); i = int(next.Add(1) - 1) {
+				go run(i)
+			}
+		case <-budget.C:
+			break collect
+		}
+	}
+	for i := range as {
+		if !have[i] {
+			as[i].err = fmt.Sprintf("group %d is still handling it (over %v)", items[i].group, batchBudget)
+		}
+	}
 	return encodeAnswers(nil, as), nil
 }
+
+// batchBudget: see handle. Well under the 500 ms leader lease, well over
+// a heartbeat's usual microseconds.
+const batchBudget = 100 * time.Millisecond
 
 // slowAfter: see handle.
 const slowAfter = 2 * time.Millisecond

@@ -384,7 +384,7 @@ func TestSlowHeartbeatsRunInParallel(t *testing.T) {
 	b := New(l, Options{})
 	l.add("b:1", b)
 	defer a.Close()
-	const groups, slow = 40, 100 * time.Millisecond
+	const groups, slow = 40, 30 * time.Millisecond // each under batchBudget
 	for g := uint16(0); g < groups; g++ {
 		f := follower(b, g, nil)
 		fast := f.h.fn
@@ -406,5 +406,52 @@ func TestSlowHeartbeatsRunInParallel(t *testing.T) {
 	wg.Wait()
 	if took := time.Since(start); took > groups*slow/4 {
 		t.Fatalf("a batch of %d heartbeats taking %v each took %v", groups, slow, took)
+	}
+}
+
+// A heartbeat its group takes too long to answer (an fsync under load)
+// fails alone after batchBudget; the rest of the batch is answered on time.
+func TestStuckHeartbeatFailsAlone(t *testing.T) {
+	l := newLoop()
+	a := New(l, Options{Flush: time.Hour})
+	b := New(l, Options{})
+	l.add("b:1", b)
+	defer a.Close()
+	const groups = 10
+	release := make(chan struct{})
+	defer close(release)
+	for g := uint16(0); g < groups; g++ {
+		f := follower(b, g, nil)
+		if g == 0 {
+			fast := f.h.fn
+			f.h.fn = func(rpc raft.RPC) { <-release; fast(rpc) }
+		}
+	}
+	errs := make([]error, groups)
+	var wg sync.WaitGroup
+	for g := uint16(0); g < groups; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r raft.AppendEntriesResponse
+			errs[g] = a.Heartbeat("b:1", g, heartbeat(2), &r)
+			if errs[g] == nil && r.LastLog != uint64(g) {
+				t.Errorf("group %d: answer %+v", g, r)
+			}
+		}()
+	}
+	start := time.Now()
+	flushWhenQueued(t, a, "b:1", groups)
+	wg.Wait()
+	if took := time.Since(start); took > 5*batchBudget {
+		t.Fatalf("a batch with one stuck heartbeat took %v", took)
+	}
+	if !errors.Is(errs[0], ErrRefused) {
+		t.Fatalf("the stuck heartbeat: %v, want ErrRefused", errs[0])
+	}
+	for g := 1; g < groups; g++ {
+		if errs[g] != nil {
+			t.Fatalf("group %d: %v", g, errs[g])
+		}
 	}
 }
