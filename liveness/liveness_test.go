@@ -197,3 +197,37 @@ func TestClockOffsets(t *testing.T) {
 		t.Fatalf("one skewed peer moved this node's offset to %v", skew)
 	}
 }
+
+// A stall of this node's own rounds (it was not scheduled) is no evidence
+// against a silent peer: its silence counts from the end of the stall.
+func TestOwnStallIsNotThePeersSilence(t *testing.T) {
+	net := newNet()
+	net.set("a2", func(p *fakePeer) { p.paused = true })
+	tr := New(Config{
+		Self:     "n1",
+		Peers:    func() map[string]string { return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"} },
+		Pinger:   net,
+		Interval: 10 * time.Millisecond, DeadAfter: 200 * time.Millisecond,
+		OnChange: func() {},
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr.round(ctx)
+	time.Sleep(300 * time.Millisecond) // this node stalls: no rounds
+	resumed := time.Now()
+	tr.round(ctx)
+	if tr.Dead("n2") {
+		t.Fatal("n2 declared dead right after this node's own stall")
+	}
+	for !tr.Dead("n2") {
+		if time.Since(resumed) > 5*time.Second {
+			t.Fatal("n2 never declared dead")
+		}
+		time.Sleep(10 * time.Millisecond)
+		tr.round(ctx)
+	}
+	if d := time.Since(resumed); d < 200*time.Millisecond {
+		t.Fatalf("n2 dead %v after the stall ended, before DeadAfter", d)
+	}
+}
