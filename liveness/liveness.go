@@ -291,7 +291,8 @@ func (t *Tracker) judge() {
 		if dead != p.dead {
 			p.dead, changed = dead, true
 			if dead {
-				t.log.Info("peer unreachable: no answer to liveness pings", "peer", id)
+				t.log.Info("peer unreachable: no answer to liveness pings", "peer", id,
+					"refused", p.fastFail, "silent_for", (now - max(p.lastOK, p.firstSeen)).Round(time.Millisecond))
 			} else {
 				t.log.Info("peer reachable again", "peer", id)
 			}
