@@ -36,8 +36,8 @@ type Options struct {
 	// before the batch goes out (default 20 ms: raft sends a heartbeat
 	// every 100-200 ms and the leader lease is 500 ms).
 	Flush time.Duration
-	// Timeout bounds one batch's call (default 2 s); a heartbeat whose
-	// batch times out is sent the stock way.
+	// Timeout bounds one batch's call (default 2 s); the heartbeats of a
+	// batch that times out fail.
 	Timeout time.Duration
 	// RaftTimeout bounds one raft RPC carried on the node's connection
 	// (carry.go; default 10 s, the stock transport's deadline).
@@ -78,7 +78,7 @@ type Coalescer struct {
 type Stats struct {
 	Batches  uint64 // calls sent, each carrying one or more heartbeats
 	Answered uint64 // heartbeats a peer's group answered through a batch
-	FellBack uint64 // heartbeats sent the stock way after a batch failed
+	FellBack uint64 // heartbeats sent the stock way (the peer does not know the method)
 	Carried  uint64 // other raft RPCs answered through the node's connection
 }
 
@@ -136,8 +136,8 @@ func (c *Coalescer) Serve(srv Registrar) {
 	srv.Handle(MethodRaft, c.handleRaft)
 }
 
-// Close fails the heartbeats waiting for a flush and every later one (they
-// then go the stock way), and waits for batches in flight.
+// Close fails the heartbeats waiting for a flush and every later one, and
+// waits for batches in flight.
 func (c *Coalescer) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -205,8 +205,8 @@ func (c *Coalescer) Heartbeat(target raft.ServerAddress, group uint16, req *raft
 		return nil
 	case a.remote:
 		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, ErrRefused, a.err)
-	case a.dropped:
-		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, peer.ErrDropped, a.err)
+	case a.old:
+		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, errOldPeer, a.err)
 	default:
 		return fmt.Errorf("beat: heartbeat of group %d to %s: %s", group, addr, a.err)
 	}
@@ -249,9 +249,14 @@ func (c *Coalescer) flush(addr string) {
 		}
 	}
 	if err != nil {
-		msg, dropped := err.Error(), errors.Is(err, peer.ErrDropped)
+		var re *peer.RemoteError
+		old := errors.As(err, &re) && re.Code == peer.CodeUnknownMethod
+		if old {
+			c.markOld(addr)
+		}
+		msg := err.Error()
 		for _, p := range batch {
-			p.done <- answer{err: msg, dropped: dropped}
+			p.done <- answer{err: msg, old: old}
 		}
 		return
 	}

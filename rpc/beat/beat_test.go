@@ -225,10 +225,12 @@ func TestClosedGroupFailsAlone(t *testing.T) {
 	}
 }
 
-// The Transport sends a heartbeat the stock way only when the batch could
-// not be delivered; a group's refusal is final (the stock path would be
-// refused by the peer's mux as well).
-func TestTransportFallsBackOnlyWhenTheBatchFails(t *testing.T) {
+// The Transport sends a heartbeat the stock way only to a peer that does
+// not know the method (an older binary). A group's refusal is final (the
+// stock path would be refused by the peer's mux as well), and so is a
+// batch that could not be delivered (the stock path goes to the same
+// port; retrying there would dial a connection per group).
+func TestTransportFallsBackOnlyForAnOldPeer(t *testing.T) {
 	nt, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -255,26 +257,27 @@ func TestTransportFallsBackOnlyWhenTheBatchFails(t *testing.T) {
 	if st := a.Stats(); st.FellBack != 0 || st.Batches != 1 {
 		t.Fatalf("stats after a refusal: %+v", st)
 	}
+	for _, fail := range []error{peer.ErrUnreachable, fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped)} {
+		l.mu.Lock()
+		l.fail[string(dead)] = fail
+		l.mu.Unlock()
+		if err := tr.AppendEntries("b", dead, heartbeat(1), &r); err == nil || !errors.Is(err, fail) && !strings.Contains(err.Error(), fail.Error()) {
+			t.Fatalf("heartbeat after a failed batch (%v): %v", fail, err)
+		}
+		if st := a.Stats(); st.FellBack != 0 {
+			t.Fatalf("stats after a failed batch: %+v", st)
+		}
+	}
+	// An old peer: the heartbeat goes the stock way (here: a dial error).
 	l.mu.Lock()
-	l.fail[string(dead)] = peer.ErrUnreachable
+	l.fail[string(dead)] = &peer.RemoteError{Code: peer.CodeUnknownMethod}
 	l.mu.Unlock()
 	err = tr.AppendEntries("b", dead, heartbeat(1), &r)
 	if err == nil || errors.Is(err, ErrRefused) {
-		t.Fatalf("heartbeat after a failed batch: %v, want the stock path's dial error", err)
+		t.Fatalf("heartbeat to an old peer: %v, want the stock path's dial error", err)
 	}
-	if st := a.Stats(); st.FellBack != 1 {
-		t.Fatalf("stats after a failed batch: %+v", st)
-	}
-	// A batch that failed because this node dropped its connections (a
-	// liveness verdict) is not retried the stock way either.
-	l.mu.Lock()
-	l.fail[string(dead)] = fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped)
-	l.mu.Unlock()
-	if err := tr.AppendEntries("b", dead, heartbeat(1), &r); !errors.Is(err, peer.ErrDropped) {
-		t.Fatalf("heartbeat after a dropped connection: %v, want ErrDropped", err)
-	}
-	if st := a.Stats(); st.FellBack != 1 {
-		t.Fatalf("stats after a dropped connection: %+v", st)
+	if st := a.Stats(); st.FellBack != 1 || !a.isOld(string(dead)) {
+		t.Fatalf("stats after an old peer: %+v", st)
 	}
 	_ = tr.Close()
 }

@@ -207,14 +207,17 @@ func (t *Transport) Consumer() <-chan raft.RPC {
 // (beat.go), other appends carried on the node's connection.
 func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if IsHeartbeat(args) {
-		err := t.c.Heartbeat(target, t.group, args, resp)
-		// Not retried the stock way: a group's refusal (that way would
-		// be refused too), or a batch that failed because this node
-		// dropped its connections to the peer on a liveness verdict
-		// (each retry would dial a connection per group: the memory of
-		// an election storm).
-		if err == nil || errors.Is(err, ErrRefused) || errors.Is(err, peer.ErrDropped) {
-			return err
+		// Only a peer that does not know the method (an older binary)
+		// gets heartbeats the stock way. A batch that failed otherwise
+		// (the peer unreachable, dropped on a liveness verdict, slow) is
+		// not retried there: the stock connection goes to the same port,
+		// and each retry would dial a connection per group — two 256 KiB
+		// buffers on each side, the memory of an election storm.
+		if !t.c.isOld(string(target)) {
+			err := t.c.Heartbeat(target, t.group, args, resp)
+			if !errors.Is(err, errOldPeer) {
+				return err
+			}
 		}
 		t.c.fellBack.Add(1)
 		return t.NetworkTransport.AppendEntries(id, target, args, resp)

@@ -20,12 +20,16 @@
 // heartbeat handler raft registered for that group (the fast path stock
 // NetworkTransport uses too) and returns exactly what it answered. A group
 // that is not open on the peer (or is shutting down) fails the heartbeat,
-// as the peer's mux would have refused the stock connection. A peer that
-// does not know the method (an older binary), an unreachable peer or a
-// timeout make the coalesced attempt fail, and the Transport then sends
-// the heartbeat the stock way, so raft sees the same success or failure it
-// would have seen without this package. The coalescing delay (Options.Flush, 20 ms) is small against
-// the 500 ms leader lease and the 1 s heartbeat timeout.
+// as the peer's mux would have refused the stock connection; so does one
+// its group is still handling after 100 ms (a term being persisted), so
+// that it does not delay the rest of the batch. An unreachable peer or a
+// timeout fail every heartbeat of the batch — the failure raft would have
+// seen on the stock path, which goes to the same port (it is not retried
+// there: each retry would dial a connection per group, and an election
+// storm's memory was mostly those). Only a peer that does not know the
+// method (an older binary) gets heartbeats the stock way, for a minute
+// before it is asked again. The coalescing delay (Options.Flush, 20 ms)
+// is small against the 500 ms leader lease and the 1 s heartbeat timeout.
 //
 // Only heartbeats are coalesced (AppendEntries with no entries, no previous
 // entry and no commit index: raft's heartbeat(), the same test
