@@ -179,13 +179,14 @@ func Open(cfg Config) (*Group, error) {
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
 
-	// A pooled connection holds two 256 KiB buffers (one per side), and
-	// with heartbeats coalesced (WrapTransport) nothing uses it at idle.
-	// One per peer is kept: the pre-vote's connection then serves the vote,
-	// the first AppendEntries, and becomes the pipeline's (which takes it
-	// out of the pool), rather than each dialing anew. Measured at 256
-	// slots with a pool of 3: connections left pooled by the first
-	// elections were ~90% of the heap (docs/scaling.md).
+	// A pooled connection holds two 256 KiB buffers (one per side). With
+	// WrapTransport (rpc/beat) heartbeats, votes and non-pipelined appends
+	// go on the node's own connection and a leader dials a pipeline only
+	// under write load, so the stock transport is left with pipelines,
+	// snapshots and older peers; one pooled connection per peer is kept
+	// for those. Measured at 256 slots with a pool of 3 and votes on the
+	// stock transport: connections left pooled by the first elections were
+	// ~90% of the heap (docs/scaling.md).
 	pool := 3
 	if cfg.WrapTransport != nil {
 		pool = 1
