@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
 // Pinger sends one liveness ping carrying this node's wall time (Unix ns)
@@ -82,7 +84,17 @@ type Tracker struct {
 	peers     map[string]*peerState
 	exceeded  bool
 	steppedAt time.Duration // mono; when a clock step voided the offsets
+	lastRound time.Duration // mono; when the latest round ran
+	// stallEnd is when this node's own rounds resumed after a stall (a
+	// round later than stallAfter): a peer's silence counts from there
+	// (deadLocked), because pings this node did not send, or whose answers
+	// it did not read, are no evidence against the peer.
+	stallEnd time.Duration
 }
+
+// stallAfter: a gap between two rounds this long means this node itself
+// was not scheduled (CPU starvation, a pause of its own).
+func (t *Tracker) stallAfter() time.Duration { return 3 * t.cfg.Interval }
 
 type peerState struct {
 	addr      string
@@ -162,6 +174,11 @@ func (t *Tracker) round(ctx context.Context) {
 	var start []string
 	stepped := t.stepped()
 	t.mu.Lock()
+	if t.lastRound > 0 && now-t.lastRound > t.stallAfter() {
+		t.stallEnd = now
+		t.log.Info("this node's liveness rounds stalled; peers' silence is judged afresh", "stall", (now - t.lastRound).Round(time.Millisecond))
+	}
+	t.lastRound = now
 	if stepped {
 		// Offsets measured across the step mean nothing: start over.
 		for _, p := range t.peers {
@@ -228,8 +245,12 @@ func (t *Tracker) ping(ctx context.Context, id string) {
 	p.inflight = false
 	if err != nil {
 		// A timeout says nothing new (DeadAfter judges silence); a
-		// refused or broken connection says the peer is gone now.
-		fast := !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		// refused or broken connection says the peer is gone now — unless
+		// this node broke it itself, on an earlier verdict (peer.Client's
+		// Drop): counted, a verdict caused by a starved moment would renew
+		// itself at every drop (seen forming 1,024 slots: 60-90 verdicts
+		// per node).
+		fast := !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, peer.ErrDropped) && ctx.Err() == nil
 		p.fastFail = fast
 		t.mu.Unlock()
 		if fast {
@@ -270,7 +291,8 @@ func (t *Tracker) judge() {
 		if dead != p.dead {
 			p.dead, changed = dead, true
 			if dead {
-				t.log.Info("peer unreachable: no answer to liveness pings", "peer", id)
+				t.log.Info("peer unreachable: no answer to liveness pings", "peer", id,
+					"refused", p.fastFail, "silent_for", (now - max(p.lastOK, p.firstSeen)).Round(time.Millisecond))
 			} else {
 				t.log.Info("peer reachable again", "peer", id)
 			}
@@ -297,7 +319,10 @@ func (t *Tracker) deadLocked(p *peerState, now time.Duration) bool {
 	if p.fastFail {
 		return true
 	}
-	last := max(p.lastOK, p.firstSeen)
+	// Forming 1,024 slots starved every process for moments; counted,
+	// this node's own stall made peers "dead", and each verdict hurried
+	// elections that starved it more (docs/scaling.md).
+	last := max(p.lastOK, p.firstSeen, t.stallEnd)
 	return now-last > t.cfg.DeadAfter
 }
 

@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
 // fakePeer is how one peer answers pings.
 type fakePeer struct {
-	offset time.Duration // its clock minus true time
-	paused bool          // never answers
-	gone   bool          // refuses at once
+	offset  time.Duration // its clock minus true time
+	paused  bool          // never answers
+	gone    bool          // refuses at once
+	dropped bool          // fails at once: this node dropped the connection
 }
 
 type fakeNet struct {
@@ -33,6 +35,8 @@ func (n *fakeNet) Ping(ctx context.Context, addr string, _ int64) (int64, error)
 	switch {
 	case p.gone:
 		return 0, errors.New("connection refused")
+	case p.dropped:
+		return 0, fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped)
 	case p.paused:
 		<-ctx.Done()
 		return 0, ctx.Err()
@@ -137,6 +141,24 @@ func TestLease(t *testing.T) {
 	}
 }
 
+// A ping failing because this node dropped the connection itself (on an
+// earlier verdict) is no evidence against the peer: only DeadAfter of such
+// silence makes it dead, never the failure at once.
+func TestOwnDropIsNotAFastFailure(t *testing.T) {
+	net := newNet()
+	var changes atomic.Int32
+	tr := start(t, net, time.Now, &changes)
+	testutil.Eventually(t, 5*time.Second, "the lease", testutil.True(func() bool { return tr.LeaseHeld([]string{"n1", "n2", "n3"}) }))
+	net.set("a2", func(p *fakePeer) { p.dropped = true })
+	dropped := time.Now()
+	testutil.Eventually(t, 5*time.Second, "n2 dead after DeadAfter", testutil.True(func() bool { return tr.Dead("n2") }))
+	if d := time.Since(dropped); d < testDeadAfter {
+		t.Errorf("dropped connections made n2 dead after %v, before DeadAfter (%v)", d, testDeadAfter)
+	}
+	net.set("a2", func(p *fakePeer) { p.dropped = false })
+	testutil.Eventually(t, 5*time.Second, "n2 back", testutil.True(func() bool { return !tr.Dead("n2") }))
+}
+
 // Clock offsets: a node whose clock runs 2 s ahead of the two others sees
 // it (the majority's median), is out of bounds and waits its offset out
 // before firing; the others are within bounds. A step of the clock voids
@@ -173,5 +195,39 @@ func TestClockOffsets(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if skew, _, _ := tr.Offset(); abs(skew) > 20*time.Millisecond || !tr.ClockOK() {
 		t.Fatalf("one skewed peer moved this node's offset to %v", skew)
+	}
+}
+
+// A stall of this node's own rounds (it was not scheduled) is no evidence
+// against a silent peer: its silence counts from the end of the stall.
+func TestOwnStallIsNotThePeersSilence(t *testing.T) {
+	net := newNet()
+	net.set("a2", func(p *fakePeer) { p.paused = true })
+	tr := New(Config{
+		Self:     "n1",
+		Peers:    func() map[string]string { return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"} },
+		Pinger:   net,
+		Interval: 10 * time.Millisecond, DeadAfter: 200 * time.Millisecond,
+		OnChange: func() {},
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr.round(ctx)
+	time.Sleep(300 * time.Millisecond) // this node stalls: no rounds
+	resumed := time.Now()
+	tr.round(ctx)
+	if tr.Dead("n2") {
+		t.Fatal("n2 declared dead right after this node's own stall")
+	}
+	for !tr.Dead("n2") {
+		if time.Since(resumed) > 5*time.Second {
+			t.Fatal("n2 never declared dead")
+		}
+		time.Sleep(10 * time.Millisecond)
+		tr.round(ctx)
+	}
+	if d := time.Since(resumed); d < 200*time.Millisecond {
+		t.Fatalf("n2 dead %v after the stall ended, before DeadAfter", d)
 	}
 }

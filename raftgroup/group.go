@@ -179,13 +179,14 @@ func Open(cfg Config) (*Group, error) {
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
 
-	// A pooled connection holds two 256 KiB buffers (one per side), and
-	// with heartbeats coalesced (WrapTransport) nothing uses it at idle.
-	// One per peer is kept: the pre-vote's connection then serves the vote,
-	// the first AppendEntries, and becomes the pipeline's (which takes it
-	// out of the pool), rather than each dialing anew. Measured at 256
-	// slots with a pool of 3: connections left pooled by the first
-	// elections were ~90% of the heap (docs/scaling.md).
+	// A pooled connection holds two 256 KiB buffers (one per side). With
+	// WrapTransport (rpc/beat) heartbeats, votes and non-pipelined appends
+	// go on the node's own connection and a leader dials a pipeline only
+	// under write load, so the stock transport is left with pipelines,
+	// snapshots and older peers; one pooled connection per peer is kept
+	// for those. Measured at 256 slots with a pool of 3 and votes on the
+	// stock transport: connections left pooled by the first elections were
+	// ~90% of the heap (docs/scaling.md).
 	pool := 3
 	if cfg.WrapTransport != nil {
 		pool = 1
@@ -307,7 +308,17 @@ func (g *Group) hurry(dead string, stagger time.Duration, alive func() bool) {
 			return
 		}
 	}
-	if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
+	// A new group's first campaign (dead == "": campaignFirst) starts as
+	// soon, but keeps the normal election timeout: when the whole cluster
+	// forms, every group's first election runs at once and votes wait for
+	// fsyncs, so at 1,024 slots many took longer than the hurried 0.5-1 s
+	// and started over in a higher term, over and over (an election
+	// storm). Failover keeps both timeouts short.
+	election := g.timing.LeaderLeaseTimeout
+	if dead == "" {
+		election = g.timing.ElectionTimeout
+	}
+	if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, election); err != nil {
 		g.cfg.Logger.Warn("could not hurry the election", "group", g.cfg.Name, "error", err)
 		end()
 		return

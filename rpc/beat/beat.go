@@ -36,10 +36,13 @@ type Options struct {
 	// before the batch goes out (default 20 ms: raft sends a heartbeat
 	// every 100-200 ms and the leader lease is 500 ms).
 	Flush time.Duration
-	// Timeout bounds one batch's call (default 2 s); a heartbeat whose
-	// batch times out is sent the stock way.
+	// Timeout bounds one batch's call (default 2 s); the heartbeats of a
+	// batch that times out fail.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// RaftTimeout bounds one raft RPC carried on the node's connection
+	// (carry.go; default 10 s, the stock transport's deadline).
+	RaftTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 const (
@@ -65,19 +68,23 @@ type Coalescer struct {
 	hmu      sync.RWMutex
 	handlers map[uint16]*handler // group → its raft's heartbeat handler
 
-	batches, answered, fellBack atomic.Uint64
+	oldMu sync.Mutex
+	old   map[string]time.Time // peers that did not know MethodRaft → when seen
+
+	batches, answered, fellBack, carried atomic.Uint64
 }
 
 // Stats counts what the Coalescer did since it started.
 type Stats struct {
 	Batches  uint64 // calls sent, each carrying one or more heartbeats
 	Answered uint64 // heartbeats a peer's group answered through a batch
-	FellBack uint64 // heartbeats sent the stock way after a batch failed
+	FellBack uint64 // heartbeats sent the stock way (the peer does not know the method)
+	Carried  uint64 // other raft RPCs answered through the node's connection
 }
 
 // Stats returns the counters.
 func (c *Coalescer) Stats() Stats {
-	return Stats{Batches: c.batches.Load(), Answered: c.answered.Load(), FellBack: c.fellBack.Load()}
+	return Stats{Batches: c.batches.Load(), Answered: c.answered.Load(), FellBack: c.fellBack.Load(), Carried: c.carried.Load()}
 }
 
 type queue struct {
@@ -93,6 +100,10 @@ type pending struct {
 type handler struct {
 	mu sync.Mutex
 	fn func(raft.RPC)
+	// rpcs is the group's raft consumer (Transport.Consumer), which the
+	// RPCs carried on the node's connection are handed to; nil until Wrap.
+	rpcs   chan raft.RPC
+	closed chan struct{} // closed when the group's transport closes
 }
 
 func (h *handler) get() func(raft.RPC) {
@@ -109,18 +120,24 @@ func New(call Caller, o Options) *Coalescer {
 	if o.Timeout <= 0 {
 		o.Timeout = defaultTimeout
 	}
+	if o.RaftTimeout <= 0 {
+		o.RaftTimeout = defaultRaftTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return &Coalescer{call: call, opts: o, log: o.Logger.With("component", "beat"),
-		queues: map[string]*queue{}, handlers: map[uint16]*handler{}}
+		queues: map[string]*queue{}, handlers: map[uint16]*handler{}, old: map[string]time.Time{}}
 }
 
-// Serve registers the handler of MethodHeartbeats on srv.
-func (c *Coalescer) Serve(srv Registrar) { srv.Handle(MethodHeartbeats, c.handle) }
+// Serve registers the handlers of MethodHeartbeats and MethodRaft on srv.
+func (c *Coalescer) Serve(srv Registrar) {
+	srv.Handle(MethodHeartbeats, c.handle)
+	srv.Handle(MethodRaft, c.handleRaft)
+}
 
-// Close fails the heartbeats waiting for a flush and every later one (they
-// then go the stock way), and waits for batches in flight.
+// Close fails the heartbeats waiting for a flush and every later one, and
+// waits for batches in flight.
 func (c *Coalescer) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -188,6 +205,8 @@ func (c *Coalescer) Heartbeat(target raft.ServerAddress, group uint16, req *raft
 		return nil
 	case a.remote:
 		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, ErrRefused, a.err)
+	case a.old:
+		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, errOldPeer, a.err)
 	default:
 		return fmt.Errorf("beat: heartbeat of group %d to %s: %s", group, addr, a.err)
 	}
@@ -230,9 +249,14 @@ func (c *Coalescer) flush(addr string) {
 		}
 	}
 	if err != nil {
+		var re *peer.RemoteError
+		old := errors.As(err, &re) && re.Code == peer.CodeUnknownMethod
+		if old {
+			c.markOld(addr)
+		}
 		msg := err.Error()
 		for _, p := range batch {
-			p.done <- answer{err: msg}
+			p.done <- answer{err: msg, old: old}
 		}
 		return
 	}
@@ -243,10 +267,11 @@ func (c *Coalescer) flush(addr string) {
 	}
 }
 
-// register makes fn answer the heartbeats for group; the returned handler
-// is the registration, for unregister.
-func (c *Coalescer) register(group uint16) *handler {
-	h := &handler{}
+// register makes group's heartbeat handler (set later) answer its
+// heartbeats and rpcs (nil: none) take its carried RPCs; the returned
+// handler is the registration, for unregister.
+func (c *Coalescer) register(group uint16, rpcs chan raft.RPC) *handler {
+	h := &handler{rpcs: rpcs, closed: make(chan struct{})}
 	c.hmu.Lock()
 	c.handlers[group] = h
 	c.hmu.Unlock()
@@ -264,6 +289,7 @@ func (c *Coalescer) unregister(group uint16, h *handler) {
 	h.mu.Lock()
 	h.fn = nil
 	h.mu.Unlock()
+	close(h.closed)
 }
 
 // handle answers a batch from a peer: each heartbeat goes to its group's
@@ -275,29 +301,65 @@ func (c *Coalescer) handle(_ context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	as := make([]answer, len(items))
 	// A heartbeat normally takes microseconds, but one from a newer term
-	// makes its group persist the term first (an fsync). Run in sequence,
-	// that would hold up every later heartbeat of the batch — and the
-	// leases of their leaders — so once the batch has taken slowAfter the
-	// rest run in parallel (their writes then share a commit of the log
-	// file).
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range items {
-		if time.Since(start) < slowAfter {
-			c.answer(&items[i], &as[i])
-			continue
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			c.answer(&items[i], &as[i])
-		}(i)
+	// (or reaching a candidate) makes its group persist the term first (an
+	// fsync). Run in sequence, that would hold up every later heartbeat of
+	// the batch — and the leases of their leaders — so once the batch has
+	// taken slowAfter the rest run in parallel (their writes then share a
+	// commit of the log file). And the batch is answered after at most
+	// batchBudget: a heartbeat still being handled then fails alone (its
+	// leader retries it), rather than delaying the answers of all the
+	// others. Forming 1,024 slots, fsyncs of hundreds of milliseconds held
+	// whole batches until every leader on the node lost its lease at once.
+	type done struct {
+		i int
+		a answer
 	}
-	wg.Wait()
+	ch := make(chan done, len(items)) // never blocks a late handler
+	var next atomic.Int64             // items claimed, by the worker or spread
+	run := func(i int) {
+		var a answer
+		c.answer(&items[i], &a)
+		ch <- done{i, a}
+	}
+	go func() { // the worker: one item after another
+		for i := int(next.Add(1) - 1); i < len(items); i = int(next.Add(1) - 1) {
+			run(i)
+		}
+	}()
+	as := make([]answer, len(items))
+	have := make([]bool, len(items))
+	spread := time.NewTimer(slowAfter)
+	defer spread.Stop()
+	budget := time.NewTimer(batchBudget)
+	defer budget.Stop()
+collect:
+	for got := 0; got < len(items); {
+		select {
+		case d := <-ch:
+			as[d.i], have[d.i] = d.a, true
+			got++
+		case <-spread.C:
+			// Everything the worker has not reached yet runs now, in
+			// parallel, however long the item it is on takes.
+			for i := int(next.Add(1) - 1); i < len(items); i = int(next.Add(1) - 1) {
+				go run(i)
+			}
+		case <-budget.C:
+			break collect
+		}
+	}
+	for i := range as {
+		if !have[i] {
+			as[i].err = fmt.Sprintf("group %d is still handling it (over %v)", items[i].group, batchBudget)
+		}
+	}
 	return encodeAnswers(nil, as), nil
 }
+
+// batchBudget: see handle. Well under the 500 ms leader lease, well over
+// a heartbeat's usual microseconds.
+const batchBudget = 100 * time.Millisecond
 
 // slowAfter: see handle.
 const slowAfter = 2 * time.Millisecond
@@ -335,30 +397,24 @@ func (c *Coalescer) answer(it *item, a *answer) {
 }
 
 // Transport is a group's raft transport: the stock NetworkTransport, with
-// heartbeats sent through the node's Coalescer (and, should that fail, the
-// stock way).
+// heartbeats sent through the node's Coalescer and the other small RPCs
+// carried on the node's connection (carry.go); each falls back to the
+// stock way where the package doc says.
 type Transport struct {
 	*raft.NetworkTransport
 	c     *Coalescer
 	group uint16
 	h     *handler
+	wg    sync.WaitGroup
+	once  sync.Once
 }
 
 // Wrap returns group's transport over nt. Close unregisters it.
 func (c *Coalescer) Wrap(group uint16, nt *raft.NetworkTransport) *Transport {
-	return &Transport{NetworkTransport: nt, c: c, group: group, h: c.register(group)}
-}
-
-// AppendEntries implements raft.Transport.
-func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if IsHeartbeat(args) {
-		err := t.c.Heartbeat(target, t.group, args, resp)
-		if err == nil || errors.Is(err, ErrRefused) {
-			return err
-		}
-		t.c.fellBack.Add(1)
-	}
-	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	t := &Transport{NetworkTransport: nt, c: c, group: group, h: c.register(group, make(chan raft.RPC))}
+	t.wg.Add(1)
+	go forward(nt.Consumer(), t.h.rpcs, t.h.closed, &t.wg)
+	return t
 }
 
 // SetHeartbeatHandler implements raft.Transport: coalesced heartbeats and
@@ -372,6 +428,11 @@ func (t *Transport) SetHeartbeatHandler(cb func(raft.RPC)) {
 
 // Close implements raft.WithClose.
 func (t *Transport) Close() error {
-	t.c.unregister(t.group, t.h)
-	return t.NetworkTransport.Close()
+	var err error
+	t.once.Do(func() {
+		t.c.unregister(t.group, t.h)
+		t.wg.Wait()
+		err = t.NetworkTransport.Close()
+	})
+	return err
 }

@@ -24,19 +24,22 @@ import (
 // the target address, counting the calls per target.
 type loop struct {
 	mu    sync.Mutex
-	nodes map[string]peer.HandlerFunc
+	nodes map[string]map[peer.Method]peer.HandlerFunc
 	calls map[string]int
 	fail  map[string]error
 }
 
 func newLoop() *loop {
-	return &loop{nodes: map[string]peer.HandlerFunc{}, calls: map[string]int{}, fail: map[string]error{}}
+	return &loop{nodes: map[string]map[peer.Method]peer.HandlerFunc{}, calls: map[string]int{}, fail: map[string]error{}}
 }
 
 func (l *loop) add(addr string, c *Coalescer) {
 	c.Serve(registrar(func(m peer.Method, h peer.HandlerFunc) {
 		l.mu.Lock()
-		l.nodes[addr] = h
+		if l.nodes[addr] == nil {
+			l.nodes[addr] = map[peer.Method]peer.HandlerFunc{}
+		}
+		l.nodes[addr][m] = h
 		l.mu.Unlock()
 	}))
 }
@@ -48,9 +51,9 @@ func (r registrar) Handle(m peer.Method, h peer.HandlerFunc) { r(m, h) }
 func (l *loop) Call(ctx context.Context, addr string, m peer.Method, body []byte) ([]byte, error) {
 	l.mu.Lock()
 	l.calls[addr]++
-	h, err := l.nodes[addr], l.fail[addr]
+	h, err := l.nodes[addr][m], l.fail[addr]
 	l.mu.Unlock()
-	if m != MethodHeartbeats {
+	if m != MethodHeartbeats && m != MethodRaft {
 		return nil, fmt.Errorf("unexpected method %d", m)
 	}
 	if err != nil {
@@ -71,7 +74,7 @@ func (l *loop) count(addr string) int {
 // follower registers a heartbeat handler for group on c that answers the
 // way raft does, with LastLog = group so answers can be told apart.
 func follower(c *Coalescer, group uint16, hits *atomic.Int64) *Transport {
-	t := &Transport{c: c, group: group, h: c.register(group)}
+	t := &Transport{c: c, group: group, h: c.register(group, nil)}
 	t.h.fn = func(rpc raft.RPC) {
 		req := rpc.Command.(*raft.AppendEntriesRequest)
 		if hits != nil {
@@ -222,10 +225,12 @@ func TestClosedGroupFailsAlone(t *testing.T) {
 	}
 }
 
-// The Transport sends a heartbeat the stock way only when the batch could
-// not be delivered; a group's refusal is final (the stock path would be
-// refused by the peer's mux as well).
-func TestTransportFallsBackOnlyWhenTheBatchFails(t *testing.T) {
+// The Transport sends a heartbeat the stock way only to a peer that does
+// not know the method (an older binary). A group's refusal is final (the
+// stock path would be refused by the peer's mux as well), and so is a
+// batch that could not be delivered (the stock path goes to the same
+// port; retrying there would dial a connection per group).
+func TestTransportFallsBackOnlyForAnOldPeer(t *testing.T) {
 	nt, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -252,15 +257,27 @@ func TestTransportFallsBackOnlyWhenTheBatchFails(t *testing.T) {
 	if st := a.Stats(); st.FellBack != 0 || st.Batches != 1 {
 		t.Fatalf("stats after a refusal: %+v", st)
 	}
+	for _, fail := range []error{peer.ErrUnreachable, fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped)} {
+		l.mu.Lock()
+		l.fail[string(dead)] = fail
+		l.mu.Unlock()
+		if err := tr.AppendEntries("b", dead, heartbeat(1), &r); err == nil || !errors.Is(err, fail) && !strings.Contains(err.Error(), fail.Error()) {
+			t.Fatalf("heartbeat after a failed batch (%v): %v", fail, err)
+		}
+		if st := a.Stats(); st.FellBack != 0 {
+			t.Fatalf("stats after a failed batch: %+v", st)
+		}
+	}
+	// An old peer: the heartbeat goes the stock way (here: a dial error).
 	l.mu.Lock()
-	l.fail[string(dead)] = peer.ErrUnreachable
+	l.fail[string(dead)] = &peer.RemoteError{Code: peer.CodeUnknownMethod}
 	l.mu.Unlock()
 	err = tr.AppendEntries("b", dead, heartbeat(1), &r)
 	if err == nil || errors.Is(err, ErrRefused) {
-		t.Fatalf("heartbeat after a failed batch: %v, want the stock path's dial error", err)
+		t.Fatalf("heartbeat to an old peer: %v, want the stock path's dial error", err)
 	}
-	if st := a.Stats(); st.FellBack != 1 {
-		t.Fatalf("stats after a failed batch: %+v", st)
+	if st := a.Stats(); st.FellBack != 1 || !a.isOld(string(dead)) {
+		t.Fatalf("stats after an old peer: %+v", st)
 	}
 	_ = tr.Close()
 }
@@ -370,7 +387,7 @@ func TestSlowHeartbeatsRunInParallel(t *testing.T) {
 	b := New(l, Options{})
 	l.add("b:1", b)
 	defer a.Close()
-	const groups, slow = 40, 100 * time.Millisecond
+	const groups, slow = 40, 30 * time.Millisecond // each under batchBudget
 	for g := uint16(0); g < groups; g++ {
 		f := follower(b, g, nil)
 		fast := f.h.fn
@@ -392,5 +409,52 @@ func TestSlowHeartbeatsRunInParallel(t *testing.T) {
 	wg.Wait()
 	if took := time.Since(start); took > groups*slow/4 {
 		t.Fatalf("a batch of %d heartbeats taking %v each took %v", groups, slow, took)
+	}
+}
+
+// A heartbeat its group takes too long to answer (an fsync under load)
+// fails alone after batchBudget; the rest of the batch is answered on time.
+func TestStuckHeartbeatFailsAlone(t *testing.T) {
+	l := newLoop()
+	a := New(l, Options{Flush: time.Hour})
+	b := New(l, Options{})
+	l.add("b:1", b)
+	defer a.Close()
+	const groups = 10
+	release := make(chan struct{})
+	defer close(release)
+	for g := uint16(0); g < groups; g++ {
+		f := follower(b, g, nil)
+		if g == 0 {
+			fast := f.h.fn
+			f.h.fn = func(rpc raft.RPC) { <-release; fast(rpc) }
+		}
+	}
+	errs := make([]error, groups)
+	var wg sync.WaitGroup
+	for g := uint16(0); g < groups; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r raft.AppendEntriesResponse
+			errs[g] = a.Heartbeat("b:1", g, heartbeat(2), &r)
+			if errs[g] == nil && r.LastLog != uint64(g) {
+				t.Errorf("group %d: answer %+v", g, r)
+			}
+		}()
+	}
+	start := time.Now()
+	flushWhenQueued(t, a, "b:1", groups)
+	wg.Wait()
+	if took := time.Since(start); took > 5*batchBudget {
+		t.Fatalf("a batch with one stuck heartbeat took %v", took)
+	}
+	if !errors.Is(errs[0], ErrRefused) {
+		t.Fatalf("the stuck heartbeat: %v, want ErrRefused", errs[0])
+	}
+	for g := 1; g < groups; g++ {
+		if errs[g] != nil {
+			t.Fatalf("group %d: %v", g, errs[g])
+		}
 	}
 }

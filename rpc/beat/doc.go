@@ -20,17 +20,43 @@
 // heartbeat handler raft registered for that group (the fast path stock
 // NetworkTransport uses too) and returns exactly what it answered. A group
 // that is not open on the peer (or is shutting down) fails the heartbeat,
-// as the peer's mux would have refused the stock connection. A peer that
-// does not know the method (an older binary), an unreachable peer or a
-// timeout make the coalesced attempt fail, and the Transport then sends
-// the heartbeat the stock way, so raft sees the same success or failure it
-// would have seen without this package. The coalescing delay (Options.Flush, 20 ms) is small against
-// the 500 ms leader lease and the 1 s heartbeat timeout.
+// as the peer's mux would have refused the stock connection; so does one
+// its group is still handling after 100 ms (a term being persisted), so
+// that it does not delay the rest of the batch. An unreachable peer or a
+// timeout fail every heartbeat of the batch — the failure raft would have
+// seen on the stock path, which goes to the same port (it is not retried
+// there: each retry would dial a connection per group, and an election
+// storm's memory was mostly those). Only a peer that does not know the
+// method (an older binary) gets heartbeats the stock way, for a minute
+// before it is asked again. The coalescing delay (Options.Flush, 20 ms)
+// is small against the 500 ms leader lease and the 1 s heartbeat timeout.
 //
 // Only heartbeats are coalesced (AppendEntries with no entries, no previous
 // entry and no commit index: raft's heartbeat(), the same test
-// NetworkTransport's fast path applies). Log replication, votes, snapshots
-// and timeout-now keep the group's own NetworkTransport connections.
+// NetworkTransport's fast path applies).
+//
+// # Other raft RPCs: carried on the node connection
+//
+// Votes, pre-votes, timeout-now and AppendEntries sent outside a pipeline
+// go as one node-to-node call each (MethodRaft, carry.go) rather than on
+// the group's own NetworkTransport connection. With the stock transport
+// every election dialed: at 1,024 slots thousands of connections through
+// the internal port, two 256 KiB buffers on each side of each, and the
+// CPU of dialing starved the liveness pings until peers were declared
+// dead (docs/scaling.md). The receiver hands each RPC to its group's raft
+// through the transport's consumer channel (merged with the stock one's,
+// which still serves pipelined appends, snapshots and older peers) and
+// returns the group's answer; a group not open there fails the RPC, as
+// the peer's mux would have refused the stock connection. A leader's
+// pipeline is lazy (pipeline.go): it sends synchronously on the node
+// connection, and dials the stock pipeline only once appends carrying
+// entries come often. InstallSnapshot keeps the stock transport. A peer
+// that answers that it does not know MethodRaft (an older binary) is sent
+// the stock way for a minute before it is asked again.
+//
+// MethodRaft body: u16 group | u8 kind (1 append, 2 vote, 3 pre-vote, 4
+// timeout-now) | the request in msgpack, as NetworkTransport encodes it;
+// the answer is the group's response in msgpack.
 //
 // # Wire format (MethodHeartbeats body)
 //

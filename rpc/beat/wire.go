@@ -30,6 +30,9 @@ type answer struct {
 	// remote: err is the peer's answer for this heartbeat, not a failure
 	// of the call (not encoded; set by the receiving side).
 	remote bool
+	// old: the peer does not know MethodHeartbeats (an older binary; not
+	// encoded).
+	old bool
 }
 
 func appendBytes(dst, b []byte) []byte {

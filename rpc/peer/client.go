@@ -176,7 +176,8 @@ func (c *Client) Ping(ctx context.Context, addr string, wall int64) (int64, erro
 // Drop closes the connections to addr at once, failing the calls waiting
 // on them with ErrUnreachable: the node's liveness check found the peer
 // dead (paused, cut off), and a call would otherwise wait for
-// DeadPeerTimeout. New calls dial again.
+// DeadPeerTimeout. New calls dial again. The calls' errors wrap both
+// ErrUnreachable and ErrDropped (and why).
 func (c *Client) Drop(addr string, why error) {
 	c.mu.RLock()
 	p := c.peers[addr]
@@ -188,7 +189,7 @@ func (c *Client) Drop(addr string, why error) {
 	conns := append([]*clientConn(nil), p.conns...)
 	p.mu.Unlock()
 	for _, cc := range conns {
-		cc.fail(unreachable(why))
+		cc.fail(unreachable(fmt.Errorf("%w: %w", ErrDropped, why)))
 	}
 }
 

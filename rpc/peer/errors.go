@@ -11,6 +11,13 @@ import (
 // A request that was already written may or may not have been executed.
 var ErrUnreachable = errors.New("peer unreachable")
 
+// ErrDropped marks a call failed because this node closed the connection
+// itself (Client.Drop: its liveness check declared the peer dead). It says
+// nothing new about the peer: whoever judges the peer's health must not
+// count it as the peer failing (the verdict would feed itself), and a
+// caller must not take it as a reason to reach the peer another way.
+var ErrDropped = errors.New("connection dropped by this node")
+
 // ErrClosed is returned by calls on a closed Client, including calls that
 // were in flight when it closed.
 var ErrClosed = errors.New("peer: client closed")

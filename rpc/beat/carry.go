@@ -1,0 +1,253 @@
+package beat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/rpc/peer"
+)
+
+// MethodRaft is the node-to-node method that carries one raft RPC of a
+// slot group other than a heartbeat: a vote, a pre-vote, a timeout-now or
+// an AppendEntries sent outside a pipeline (see the package doc).
+const MethodRaft peer.Method = 42
+
+// The kinds of RPC MethodRaft carries (the first byte after the group).
+const (
+	kindAppend byte = iota + 1
+	kindVote
+	kindPreVote
+	kindTimeoutNow
+)
+
+// defaultRaftTimeout bounds one carried RPC, as the stock transport's
+// connection deadline does (raftgroup sets it to 10 s).
+const defaultRaftTimeout = 10 * time.Second
+
+// msgpack as hashicorp/raft's NetworkTransport encodes its RPCs (times in
+// the old format, which every raft v1 peer decodes).
+var (
+	encHandle = func() *codec.MsgpackHandle {
+		h := &codec.MsgpackHandle{}
+		h.TimeNotBuiltin = true
+		return h
+	}()
+	decHandle = &codec.MsgpackHandle{}
+)
+
+func encodeRaft(group uint16, kind byte, v any) ([]byte, error) {
+	var enc []byte // the encoder writes from the start of its buffer
+	if err := codec.NewEncoderBytes(&enc, encHandle).Encode(v); err != nil {
+		return nil, fmt.Errorf("beat: encode raft rpc: %w", err)
+	}
+	out := make([]byte, 3, 3+len(enc))
+	out[0], out[1], out[2] = byte(group>>8), byte(group), kind
+	return append(out, enc...), nil
+}
+
+func decodeRaft(b []byte, v any) error {
+	if err := codec.NewDecoderBytes(b, decHandle).Decode(v); err != nil {
+		return fmt.Errorf("beat: decode raft rpc: %w", err)
+	}
+	return nil
+}
+
+// errOldPeer: the peer does not serve MethodRaft (an older binary); the
+// RPC goes the stock way.
+var errOldPeer = errors.New("beat: peer does not carry raft rpcs")
+
+// carry sends one RPC of group to target through the node-to-node
+// connection and decodes the group's answer into resp. errOldPeer means the
+// caller must use the stock path; any other error is the RPC's failure, as
+// raft would have seen it on the stock path (the peer unreachable, the
+// group not open there, the group's own error).
+func (c *Coalescer) carry(target raft.ServerAddress, group uint16, kind byte, req, resp any) error {
+	addr := string(target)
+	if c.isOld(addr) {
+		return errOldPeer
+	}
+	body, err := encodeRaft(group, kind, req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RaftTimeout)
+	out, err := c.call.Call(ctx, addr, MethodRaft, body)
+	cancel()
+	if err != nil {
+		var re *peer.RemoteError
+		if errors.As(err, &re) && re.Code == peer.CodeUnknownMethod {
+			c.markOld(addr)
+			return errOldPeer
+		}
+		return fmt.Errorf("beat: raft rpc of group %d to %s: %w", group, addr, err)
+	}
+	c.carried.Add(1)
+	return decodeRaft(out, resp)
+}
+
+// oldPeerRetry is how long a peer that did not know MethodRaft is sent
+// RPCs the stock way before it is asked again (it may have been upgraded).
+const oldPeerRetry = time.Minute
+
+func (c *Coalescer) isOld(addr string) bool {
+	c.oldMu.Lock()
+	defer c.oldMu.Unlock()
+	at, ok := c.old[addr]
+	if ok && time.Since(at) > oldPeerRetry {
+		delete(c.old, addr)
+		return false
+	}
+	return ok
+}
+
+func (c *Coalescer) markOld(addr string) {
+	c.oldMu.Lock()
+	c.old[addr] = time.Now()
+	c.oldMu.Unlock()
+	c.log.Info("peer does not carry raft rpcs on its node connection: using the stock transport", "peer", addr)
+}
+
+// handleRaft answers a MethodRaft call: the RPC goes to its group's raft
+// through the group's transport consumer, as the stock transport hands
+// over an RPC read from its connection, and the group's answer goes back.
+//
+// Order: a leader has at most one such AppendEntries in flight to a
+// follower (raft's replicateTo waits for each answer, and a lazy pipeline
+// sends synchronously until it dials, pipeline.go), so the calls of one
+// group from one leader arrive, and are handed to raft, in the order they
+// were sent.
+func (c *Coalescer) handleRaft(ctx context.Context, body []byte) ([]byte, error) {
+	if len(body) < 3 {
+		return nil, errMalformed
+	}
+	group := uint16(body[0])<<8 | uint16(body[1])
+	kind := body[2]
+	var cmd any
+	switch kind {
+	case kindAppend:
+		cmd = &raft.AppendEntriesRequest{}
+	case kindVote:
+		cmd = &raft.RequestVoteRequest{}
+	case kindPreVote:
+		cmd = &raft.RequestPreVoteRequest{}
+	case kindTimeoutNow:
+		cmd = &raft.TimeoutNowRequest{}
+	default:
+		return nil, fmt.Errorf("beat: unknown raft rpc kind %d", kind)
+	}
+	if err := decodeRaft(body[3:], cmd); err != nil {
+		return nil, err
+	}
+	c.hmu.RLock()
+	h := c.handlers[group]
+	c.hmu.RUnlock()
+	if h == nil || h.rpcs == nil {
+		return nil, fmt.Errorf("group %d is not open here", group)
+	}
+	respCh := make(chan raft.RPCResponse, 1)
+	select {
+	case h.rpcs <- raft.RPC{Command: cmd, RespChan: respCh}:
+	case <-h.closed:
+		return nil, fmt.Errorf("group %d is shutting down", group)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-respCh:
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		var out []byte
+		if err := codec.NewEncoderBytes(&out, encHandle).Encode(r.Response); err != nil {
+			return nil, fmt.Errorf("beat: encode raft answer: %w", err)
+		}
+		return out, nil
+	case <-h.closed:
+		return nil, fmt.Errorf("group %d is shutting down", group)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// forward hands the RPCs the stock transport reads from its connections
+// (pipelined appends, snapshots, RPCs of older peers) to raft, through the
+// same channel as the carried ones, until the transport closes.
+func forward(from <-chan raft.RPC, to chan<- raft.RPC, closed <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		select {
+		case rpc := <-from:
+			select {
+			case to <- rpc:
+			case <-closed:
+				return
+			}
+		case <-closed:
+			return
+		}
+	}
+}
+
+// Consumer implements raft.Transport: the RPCs carried on the node's
+// connection and those of the stock transport, merged.
+func (t *Transport) Consumer() <-chan raft.RPC {
+	if t.h.rpcs == nil {
+		return t.NetworkTransport.Consumer()
+	}
+	return t.h.rpcs
+}
+
+// AppendEntries implements raft.Transport: heartbeats are coalesced
+// (beat.go), other appends carried on the node's connection.
+func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if IsHeartbeat(args) {
+		// Only a peer that does not know the method (an older binary)
+		// gets heartbeats the stock way. A batch that failed otherwise
+		// (the peer unreachable, dropped on a liveness verdict, slow) is
+		// not retried there: the stock connection goes to the same port,
+		// and each retry would dial a connection per group — two 256 KiB
+		// buffers on each side, the memory of an election storm.
+		if !t.c.isOld(string(target)) {
+			err := t.c.Heartbeat(target, t.group, args, resp)
+			if !errors.Is(err, errOldPeer) {
+				return err
+			}
+		}
+		t.c.fellBack.Add(1)
+		return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	}
+	if err := t.c.carry(target, t.group, kindAppend, args, resp); !errors.Is(err, errOldPeer) {
+		return err
+	}
+	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+}
+
+// RequestVote implements raft.Transport.
+func (t *Transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if err := t.c.carry(target, t.group, kindVote, args, resp); !errors.Is(err, errOldPeer) {
+		return err
+	}
+	return t.NetworkTransport.RequestVote(id, target, args, resp)
+}
+
+// RequestPreVote implements raft.Transport.
+func (t *Transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if err := t.c.carry(target, t.group, kindPreVote, args, resp); !errors.Is(err, errOldPeer) {
+		return err
+	}
+	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
+}
+
+// TimeoutNow implements raft.Transport.
+func (t *Transport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	if err := t.c.carry(target, t.group, kindTimeoutNow, args, resp); !errors.Is(err, errOldPeer) {
+		return err
+	}
+	return t.NetworkTransport.TimeoutNow(id, target, args, resp)
+}

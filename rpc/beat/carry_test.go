@@ -1,0 +1,201 @@
+package beat
+
+import (
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// raftStub answers, in place of a group's raft, every RPC its transport
+// consumes: votes granted, appends successful with LastLog = the last
+// entry's index; it counts the appends it saw.
+func raftStub(t *testing.T, tr raft.Transport, appends *atomic.Int64) {
+	t.Helper()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case rpc := <-tr.Consumer():
+				switch req := rpc.Command.(type) {
+				case *raft.RequestVoteRequest:
+					rpc.Respond(&raft.RequestVoteResponse{Term: req.Term, Granted: true}, nil)
+				case *raft.RequestPreVoteRequest:
+					rpc.Respond(&raft.RequestPreVoteResponse{Term: req.Term, Granted: true}, nil)
+				case *raft.TimeoutNowRequest:
+					rpc.Respond(&raft.TimeoutNowResponse{RPCHeader: raft.RPCHeader{ID: []byte("nine")}}, nil)
+				case *raft.AppendEntriesRequest:
+					appends.Add(1)
+					var last uint64
+					if n := len(req.Entries); n > 0 {
+						last = req.Entries[n-1].Index
+					}
+					rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: last, Success: true}, nil)
+				default:
+					rpc.Respond(nil, io.ErrUnexpectedEOF)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}
+
+func newNT(t *testing.T) *raft.NetworkTransport {
+	t.Helper()
+	nt, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nt
+}
+
+func appendReq(term, index uint64) *raft.AppendEntriesRequest {
+	return &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("a"), Addr: []byte("a:1")},
+		Term: term, PrevLogEntry: index - 1, PrevLogTerm: term, LeaderCommitIndex: index - 1,
+		Entries: []*raft.Log{{Index: index, Term: term, Type: raft.LogCommand, Data: []byte("job"), AppendedAt: time.Now()}}}
+}
+
+// Votes, pre-votes, timeout-now and appends reach the peer's group through
+// the node connection (MethodRaft), answered by that group's raft.
+func TestRaftRPCsCarriedOnTheNodeConnection(t *testing.T) {
+	l := newLoop()
+	a, b := New(l, Options{}), New(l, Options{})
+	defer a.Close()
+	defer b.Close()
+	ntA, ntB := newNT(t), newNT(t)
+	target := ntB.LocalAddr()
+	l.add(string(target), b)
+	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
+	defer ta.Close()
+	defer tb.Close()
+	var appends atomic.Int64
+	raftStub(t, tb, &appends)
+
+	var vr raft.RequestVoteResponse
+	if err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 4}, &vr); err != nil || !vr.Granted || vr.Term != 4 {
+		t.Fatalf("vote: %+v, %v", vr, err)
+	}
+	var pr raft.RequestPreVoteResponse
+	if err := ta.RequestPreVote("b", target, &raft.RequestPreVoteRequest{Term: 5}, &pr); err != nil || !pr.Granted || pr.Term != 5 {
+		t.Fatalf("pre-vote: %+v, %v", pr, err)
+	}
+	var tr raft.TimeoutNowResponse
+	if err := ta.TimeoutNow("b", target, &raft.TimeoutNowRequest{}, &tr); err != nil || string(tr.ID) != "nine" {
+		t.Fatalf("timeout-now: %+v, %v", tr, err)
+	}
+	var ar raft.AppendEntriesResponse
+	if err := ta.AppendEntries("b", target, appendReq(4, 7), &ar); err != nil || !ar.Success || ar.LastLog != 7 {
+		t.Fatalf("append: %+v, %v", ar, err)
+	}
+	if st := a.Stats(); st.Carried != 4 {
+		t.Fatalf("stats: %+v, want 4 carried", st)
+	}
+	// A group that is not open on the peer fails the RPC; it is not
+	// retried the stock way (that path would be refused too).
+	other := a.Wrap(4, newNT(t))
+	defer other.Close()
+	if err := other.RequestVote("b", target, &raft.RequestVoteRequest{Term: 4}, &vr); err == nil {
+		t.Fatal("vote to a group not open on the peer succeeded")
+	}
+}
+
+// A peer that does not serve MethodRaft (an older binary) gets the RPCs
+// the stock way, and is remembered as such.
+func TestRaftRPCsFallBackForAnOldPeer(t *testing.T) {
+	l := newLoop()
+	a := New(l, Options{})
+	defer a.Close()
+	ntA, ntB := newNT(t), newNT(t)
+	target := ntB.LocalAddr()
+	// No handler for target at all: the loop answers CodeUnknownMethod.
+	ta := a.Wrap(3, ntA)
+	defer ta.Close()
+	old := New(l, Options{}) // only to wrap b's transport (merged consumer)
+	defer old.Close()
+	tb := old.Wrap(3, ntB)
+	defer tb.Close()
+	var appends atomic.Int64
+	raftStub(t, tb, &appends)
+	var vr raft.RequestVoteResponse
+	if err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 4}, &vr); err != nil || !vr.Granted {
+		t.Fatalf("vote: %+v, %v", vr, err)
+	}
+	if !a.isOld(string(target)) {
+		t.Fatal("the peer is not remembered as old")
+	}
+	calls := l.count(string(target))
+	var ar raft.AppendEntriesResponse
+	if err := ta.AppendEntries("b", target, appendReq(4, 7), &ar); err != nil || !ar.Success {
+		t.Fatalf("append: %+v, %v", ar, err)
+	}
+	if l.count(string(target)) != calls {
+		t.Fatal("an old peer was asked again")
+	}
+	if st := a.Stats(); st.Carried != 0 {
+		t.Fatalf("stats: %+v, want nothing carried", st)
+	}
+}
+
+// The pipeline sends on the node connection while appends are rare, and
+// dials the stock pipeline once they come often; futures come out in
+// order either way.
+func TestLazyPipelineDialsUnderLoad(t *testing.T) {
+	l := newLoop()
+	a, b := New(l, Options{}), New(l, Options{})
+	defer a.Close()
+	defer b.Close()
+	ntA, ntB := newNT(t), newNT(t)
+	target := ntB.LocalAddr()
+	l.add(string(target), b)
+	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
+	defer ta.Close()
+	defer tb.Close()
+	var appends atomic.Int64
+	raftStub(t, tb, &appends)
+
+	p, err := ta.AppendEntriesPipeline("b", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := p.(*lazyPipeline)
+	const n = 12
+	for i := uint64(1); i <= n; i++ {
+		if _, err := p.AppendEntries(appendReq(2, i), &raft.AppendEntriesResponse{}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		lp.mu.Lock()
+		dialed := lp.real != nil
+		lp.mu.Unlock()
+		if want := i >= pipelineAfter+1; dialed != want {
+			t.Fatalf("after %d appends dialed=%v, want %v", i, dialed, want)
+		}
+	}
+	for i := uint64(1); i <= n; i++ {
+		select {
+		case f := <-p.Consumer():
+			if err := f.Error(); err != nil {
+				t.Fatalf("future %d: %v", i, err)
+			}
+			if got := f.Response().LastLog; got != i {
+				t.Fatalf("future %d answered LastLog %d: out of order", i, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("future %d never came", i)
+		}
+	}
+	if st := a.Stats(); st.Carried != pipelineAfter {
+		t.Fatalf("stats: %+v, want %d carried before the dial", st, pipelineAfter)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if appends.Load() != n {
+		t.Fatalf("the follower saw %d appends, want %d", appends.Load(), n)
+	}
+}
