@@ -468,13 +468,14 @@ func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
 		slot := &heldSlot{sem: sem, held: true}
 		if single {
 			p := batch[0]
-			res, sent := p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness)
-			slot.release()
-			if !sent {
-				l.refund(ln, 1)
-			}
-			l.done(ln)
-			p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness, func(res fireResult, sent bool) {
+				slot.release()
+				if !sent {
+					l.refund(ln, 1)
+				}
+				l.done(ln)
+				p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			})
 			return
 		}
 		l.fireBatch(ln, batch, slot)
@@ -507,8 +508,9 @@ func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
 	for _, p := range batch {
 		br, ok := p.s.r.(batchReplica)
 		if !ok { // only test replicas: deliver it alone
-			res, sent := p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness)
-			go p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness, func(res fireResult, sent bool) {
+				go p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			})
 			continue
 		}
 		rs, early, ok := br.resolve(p.it.e, p.j)
