@@ -800,7 +800,7 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, sl
 		done(r.send(ctx, j, rs, mayFire))
 		return
 	}
-	key := targetKey(rs.d.URL)
+	key := lim.Key(rs.d.URL)
 	if lim.TryAcquire(key) {
 		res := r.send(ctx, j, rs, mayFire)
 		lim.Release(key)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Targets gives each callback target (host:port) a fair share of the
@@ -32,6 +33,29 @@ type Targets struct {
 	// abandon holds, per context that has fires parked here, the stop of
 	// the context.AfterFunc that hands them back when it ends.
 	abandon map[context.Context]func() bool
+
+	// keys caches targetKey by callback URL (at most maxTargetKeys, then
+	// it starts over): parsing the URL of every fire was ~4% of a
+	// firing node's CPU, and a node's jobs share few URLs.
+	keys     sync.Map // string → string
+	keyCount atomic.Int32
+}
+
+// maxTargetKeys bounds the URL → target cache.
+const maxTargetKeys = 4096
+
+// Key is targetKey(raw), cached.
+func (t *Targets) Key(raw string) string {
+	if k, ok := t.keys.Load(raw); ok {
+		return k.(string)
+	}
+	k := targetKey(raw)
+	if t.keyCount.Add(1) > maxTargetKeys {
+		t.keys.Clear()
+		t.keyCount.Store(1)
+	}
+	t.keys.Store(raw, k)
+	return k
 }
 
 type target struct {

@@ -239,3 +239,19 @@ func TestBurstParksWithoutGoroutines(t *testing.T) {
 		}
 	}
 }
+
+func TestTargetsKeyCache(t *testing.T) {
+	lim := NewTargets(1)
+	for i := 0; i < maxTargetKeys+10; i++ {
+		u := fmt.Sprintf("http://Host-%d.example:8%03d/hook?i=%d", i%7, i%100, i)
+		if got, want := lim.Key(u), targetKey(u); got != want {
+			t.Fatalf("Key(%q) = %q, want %q", u, got, want)
+		}
+		if got := lim.Key(u); got != targetKey(u) {
+			t.Fatalf("cached Key(%q) = %q", u, got)
+		}
+	}
+	if n := lim.keyCount.Load(); n > maxTargetKeys {
+		t.Fatalf("%d cached keys, bound %d", n, maxTargetKeys)
+	}
+}
