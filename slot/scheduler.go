@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,6 +243,18 @@ func (s *scheduler) done(key string) { s.finish(key, false) }
 func (s *scheduler) finish(key string, again bool) {
 	s.mu.Lock()
 	s.dones = append(s.dones, doneEvent{key, again})
+	s.mu.Unlock()
+	s.signal()
+}
+
+// finishAll ends the fires of keys at once (one lock and one wake-up for
+// a committed group of outcomes, not one per job).
+func (s *scheduler) finishAll(keys []string, again bool) {
+	s.mu.Lock()
+	s.dones = slices.Grow(s.dones, len(keys))
+	for _, k := range keys {
+		s.dones = append(s.dones, doneEvent{k, again})
+	}
 	s.mu.Unlock()
 	s.signal()
 }
@@ -651,23 +664,17 @@ func (s *scheduler) commitMany(ctx context.Context, br outcomeCommitter, keys []
 		err := br.commitOutcomes(cctx, cmds)
 		cancel()
 		if err == nil || ctx.Err() != nil || errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrClosed) {
-			for _, k := range keys {
-				s.done(k)
-			}
+			s.finishAll(keys, false)
 			return
 		}
 		if attempt >= 20 {
 			s.log.Error("scheduler: committing batch outcomes failed; the jobs will fire again", "slot", s.slot, "error", err)
-			for _, k := range keys {
-				s.finish(k, true)
-			}
+			s.finishAll(keys, true)
 			return
 		}
 		select {
 		case <-ctx.Done():
-			for _, k := range keys {
-				s.done(k)
-			}
+			s.finishAll(keys, false)
 			return
 		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
 		}
