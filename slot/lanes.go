@@ -468,13 +468,14 @@ func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
 		slot := &heldSlot{sem: sem, held: true}
 		if single {
 			p := batch[0]
-			res, sent := p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness)
-			slot.release()
-			if !sent {
-				l.refund(ln, 1)
-			}
-			l.done(ln)
-			p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness, func(res fireResult, sent bool) {
+				slot.release()
+				if !sent {
+					l.refund(ln, 1)
+				}
+				l.done(ln)
+				p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			})
 			return
 		}
 		l.fireBatch(ln, batch, slot)
@@ -507,8 +508,9 @@ func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
 	for _, p := range batch {
 		br, ok := p.s.r.(batchReplica)
 		if !ok { // only test replicas: deliver it alone
-			res, sent := p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness)
-			go p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			p.s.fireOne(p.ctx, p.it, p.j, p.tok, slot, ln.lateness, func(res fireResult, sent bool) {
+				go p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
+			})
 			continue
 		}
 		rs, early, ok := br.resolve(p.it.e, p.j)
@@ -624,14 +626,22 @@ func commitBatch(send []readyJob, results []DeliveryResult) {
 		acks map[string]*raftfsm.AckMany
 		cmds [][]byte
 	}
-	by := map[*scheduler]*slotOutcomes{}
-	var order []*scheduler
+	// The jobs of each slot, counted first: a batch spans every slot the
+	// node leads, and slices sized for the whole batch in each slot were
+	// most of this function's allocation (~9% of the node's CPU at 25,000
+	// batched jobs/s).
+	per := make(map[*scheduler]int, 16)
+	for _, r := range send {
+		per[r.p.s]++
+	}
+	by := make(map[*scheduler]*slotOutcomes, len(per))
+	order := make([]*scheduler, 0, len(per))
 	var end int64
 	for i, r := range send {
 		r.p.s.guard.disarm(r.p.tok, true)
 		so := by[r.p.s]
 		if so == nil {
-			so = &slotOutcomes{br: r.br, ctx: r.p.ctx, keys: make([]string, 0, len(send))}
+			so = &slotOutcomes{br: r.br, ctx: r.p.ctx, keys: make([]string, 0, per[r.p.s])}
 			by[r.p.s] = so
 			order = append(order, r.p.s)
 		}
@@ -649,7 +659,7 @@ func commitBatch(send []readyJob, results []DeliveryResult) {
 		}
 		am := so.acks[r.p.j.Collection]
 		if am == nil {
-			am = &raftfsm.AckMany{Coll: r.p.j.Collection, Now: end, Jobs: make([]raftfsm.AckJob, 0, len(send))}
+			am = &raftfsm.AckMany{Coll: r.p.j.Collection, Now: end, Jobs: make([]raftfsm.AckJob, 0, per[r.p.s])}
 			so.acks[r.p.j.Collection] = am
 		}
 		am.Jobs = append(am.Jobs, ack)

@@ -780,33 +780,58 @@ func (r *Replica) otherOutcome(j *model.Job, rs resolved, dec Decision, end int6
 }
 
 // fire makes one callback attempt for a due entry, whose record j was read
-// just before (nil: it no longer exists), and returns the encoded outcome
-// to commit, or nil when there is nothing to commit.
-func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult {
+// just before (nil: it no longer exists), and hands done the encoded
+// outcome to commit (nil when there is nothing to commit). done runs on
+// the caller's goroutine, or later on a fire worker when the job's target
+// was saturated: the fire is then parked in Targets, holding no pool slot
+// and no goroutine, until a place for its target frees up.
+func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool, done func(fireResult)) {
 	rs, early, ok := r.resolve(e, j)
 	if !ok {
-		return early
+		done(early)
+		return
 	}
-	d := rs.d
 
 	// This target's fair share of the fire pool: when its callbacks fill
 	// it, wait for one to end holding no node-wide slot, so a receiver
 	// that never answers delays no other target's jobs.
-	if lim := r.cfg.Targets; lim != nil {
-		key := targetKey(d.URL)
-		if !lim.TryAcquire(key) {
-			slot.yield()
-			if lim.Wait(ctx, key) != nil {
-				return fireResult{}
-			}
-			if !slot.reclaim(ctx) {
-				lim.Release(key)
-				return fireResult{}
-			}
-		}
-		defer lim.Release(key)
+	lim := r.cfg.Targets
+	if lim == nil {
+		done(r.send(ctx, j, rs, mayFire))
+		return
 	}
+	key := lim.Key(rs.d.URL)
+	if lim.TryAcquire(key) {
+		res := r.send(ctx, j, rs, mayFire)
+		lim.Release(key)
+		done(res)
+		return
+	}
+	// The pool slot goes back before the fire is parked: the parked fire
+	// may be handed its place (on another goroutine) at once.
+	slot.yield()
+	granted := func(ok bool) {
+		if !ok {
+			done(fireResult{})
+			return
+		}
+		if !slot.reclaim(ctx) {
+			lim.Release(key)
+			done(fireResult{})
+			return
+		}
+		res := r.send(ctx, j, rs, mayFire)
+		lim.Release(key)
+		done(res)
+	}
+	if lim.Acquire(ctx, key, granted) {
+		granted(true)
+	}
+}
 
+// send makes the callback attempt of a resolved job holding its target's
+// place and a pool slot, and decides its outcome.
+func (r *Replica) send(ctx context.Context, j *model.Job, rs resolved, mayFire func() bool) fireResult {
 	// Never early: the heap only hands out due jobs by the local clock;
 	// here, right before the request leaves, the time is checked again on
 	// the fence's clock (the local one less how far it may run ahead of
@@ -821,6 +846,7 @@ func (r *Replica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, sl
 	if !mayFire() {
 		return notNow
 	}
+	d := rs.d
 	d.Now = now
 	r.cfg.Metrics.Fired(r.slot, now.Sub(time.UnixMilli(j.DueTime)), d.Attempt)
 	res := r.cfg.Deliverer.Deliver(ctx, d)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,12 +98,14 @@ type schedReplica interface {
 	dueIter(lower, upper []byte) (dueIter, error)
 	// readJobs reads the records of due entries (nil where a job is gone).
 	readJobs(refs []storage.DueEntry) ([]*model.Job, error)
-	// fire makes one callback attempt and says what to do next: commit
-	// an outcome, nothing, or look at the job again after a pause (it
-	// cannot be delivered now but must not be forgotten). mayFire is asked
-	// right before the request would leave; when it says no, nothing is
-	// sent and the job is looked at again shortly.
-	fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool) fireResult
+	// fire makes one callback attempt and hands done what to do next:
+	// commit an outcome, nothing, or look at the job again after a pause
+	// (it cannot be delivered now but must not be forgotten). done runs
+	// exactly once, on fire's goroutine or later on another (a fire parked
+	// behind its saturated target holds no goroutine meanwhile). mayFire
+	// is asked right before the request would leave; when it says no,
+	// nothing is sent and the job is looked at again shortly.
+	fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool, done func(fireResult))
 	// commitOutcomes commits outcomes through raft, in one proposal.
 	commitOutcomes(ctx context.Context, cmds [][]byte) error
 	// loadedUpTo tells the replica how far (ms) the due index is loaded:
@@ -240,6 +243,18 @@ func (s *scheduler) done(key string) { s.finish(key, false) }
 func (s *scheduler) finish(key string, again bool) {
 	s.mu.Lock()
 	s.dones = append(s.dones, doneEvent{key, again})
+	s.mu.Unlock()
+	s.signal()
+}
+
+// finishAll ends the fires of keys at once (one lock and one wake-up for
+// a committed group of outcomes, not one per job).
+func (s *scheduler) finishAll(keys []string, again bool) {
+	s.mu.Lock()
+	s.dones = slices.Grow(s.dones, len(keys))
+	for _, k := range keys {
+		s.dones = append(s.dones, doneEvent{k, again})
+	}
 	s.mu.Unlock()
 	s.signal()
 }
@@ -526,25 +541,27 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 	}
 	s.workers.Go(func() {
 		slot := &heldSlot{sem: s.sem, held: true}
-		res, sent := s.fireOne(ctx, it, j, tok, slot, nil)
-		slot.release()
-		s.settle(ctx, it.key, res, sent, tok)
+		s.fireOne(ctx, it, j, tok, slot, nil, func(res fireResult, sent bool) {
+			slot.release()
+			s.settle(ctx, it.key, res, sent, tok)
+		})
 	})
 	return nil, nil
 }
 
-// fireOne makes one callback attempt of a dispatched job. lateness, if
+// fireOne makes one callback attempt of a dispatched job and hands its
+// result to done: on this goroutine, or on a fire worker later when the
+// job was parked behind its saturated target (Replica.fire). lateness, if
 // set, observes the first attempt's lateness as the request leaves.
-func (s *scheduler) fireOne(ctx context.Context, it *item, j *model.Job, tok fireToken, slot *heldSlot, lateness func(time.Duration)) (fireResult, bool) {
+func (s *scheduler) fireOne(ctx context.Context, it *item, j *model.Job, tok fireToken, slot *heldSlot, lateness func(time.Duration), done func(res fireResult, sent bool)) {
 	sent := false
-	res := s.r.fire(ctx, it.e, j, slot, func() bool {
+	s.r.fire(ctx, it.e, j, slot, func() bool {
 		sent = s.guard.startSend(tok)
 		if sent && lateness != nil && j.Attempts == 0 {
 			lateness(s.clock().Sub(time.UnixMilli(j.DueTime)))
 		}
 		return sent
-	})
-	return res, sent
+	}, func(res fireResult) { done(res, sent) })
 }
 
 // settle ends a fire: the callback is over (answered, failed or
@@ -647,23 +664,17 @@ func (s *scheduler) commitMany(ctx context.Context, br outcomeCommitter, keys []
 		err := br.commitOutcomes(cctx, cmds)
 		cancel()
 		if err == nil || ctx.Err() != nil || errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrClosed) {
-			for _, k := range keys {
-				s.done(k)
-			}
+			s.finishAll(keys, false)
 			return
 		}
 		if attempt >= 20 {
 			s.log.Error("scheduler: committing batch outcomes failed; the jobs will fire again", "slot", s.slot, "error", err)
-			for _, k := range keys {
-				s.finish(k, true)
-			}
+			s.finishAll(keys, true)
 			return
 		}
 		select {
 		case <-ctx.Done():
-			for _, k := range keys {
-				s.done(k)
-			}
+			s.finishAll(keys, false)
 			return
 		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
 		}

@@ -115,7 +115,11 @@ func (f *fakeReplica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
 	return out, nil
 }
 
-func (f *fakeReplica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, _ *heldSlot, mayFire func() bool) fireResult {
+func (f *fakeReplica) fire(ctx context.Context, e storage.DueEntry, j *model.Job, slot *heldSlot, mayFire func() bool, done func(fireResult)) {
+	done(f.fireNow(ctx, e, j, slot, mayFire))
+}
+
+func (f *fakeReplica) fireNow(ctx context.Context, e storage.DueEntry, j *model.Job, _ *heldSlot, mayFire func() bool) fireResult {
 	if !mayFire() {
 		return notNow
 	}

@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -132,5 +133,125 @@ func TestBlackHoleReceiverDelaysNoOtherTarget(t *testing.T) {
 	}
 	if holes != 2 {
 		t.Errorf("%d callbacks in flight to the black hole, want its share of 2", holes)
+	}
+}
+
+// A fire parked behind its saturated target is a continuation: handed
+// places in order, or told it got none when its context ends, exactly
+// once either way, and nothing is left behind.
+func TestTargetsParkedFires(t *testing.T) {
+	lim := NewTargets(1)
+	if !lim.Acquire(context.Background(), "a", func(bool) { t.Error("a free place parked the fire") }) {
+		t.Fatal("Acquire of a free place = false")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type call struct {
+		n       int
+		granted bool
+	}
+	calls := make(chan call, 10)
+	for i := 1; i <= 3; i++ {
+		if lim.Acquire(ctx, "a", func(ok bool) { calls <- call{i, ok} }) {
+			t.Fatalf("fire %d got the saturated target's place", i)
+		}
+	}
+	lim.Release("a")
+	if c := <-calls; c != (call{1, true}) {
+		t.Fatalf("first handed place went to %+v, want fire 1 granted", c)
+	}
+	cancel() // the term ends: 2 and 3 get no place
+	got := map[call]bool{<-calls: true, <-calls: true}
+	if !got[call{2, false}] || !got[call{3, false}] {
+		t.Fatalf("after the cancel: %v, want 2 and 3 refused", got)
+	}
+	lim.Release("a") // fire 1's place
+	select {
+	case c := <-calls:
+		t.Fatalf("a dropped fire ran again: %+v", c)
+	case <-time.After(50 * time.Millisecond):
+	}
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	if len(lim.m) != 0 || len(lim.abandon) != 0 {
+		t.Fatalf("entries left: %v, %d contexts", lim.m, len(lim.abandon))
+	}
+}
+
+// A burst for one saturated target parks its fires without a goroutine
+// each: 300 jobs due at once behind a receiver that holds its share (2)
+// add only a handful of goroutines, and every job is delivered once when
+// it answers. Before, each parked fire was a goroutine blocked in Wait
+// (with the stack the fire path had grown), which made a 100,000-job burst
+// drain at a fifth of the rate.
+func TestBurstParksWithoutGoroutines(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	stop := func() { once.Do(func() { close(release) }) }
+	defer stop()
+	d := newFakeDeliverer()
+	d.answer = func(*Delivery) DeliveryResult {
+		<-release
+		return DeliveryResult{StatusCode: 200}
+	}
+	ts := openTestSlot(t, t.TempDir(), d, func(c *Config) {
+		c.FireSlots = make(chan struct{}, 4)
+		c.Targets = NewTargets(2)
+	})
+	defer ts.close(t)
+	defer stop()
+	g0 := runtime.NumGoroutine()
+	const n = 300
+	due := time.Now().Add(-time.Second).UnixMilli()
+	for i := 0; i < n; i++ {
+		create(t, ts.r, fmt.Sprintf("burst-%d", i), due)
+	}
+	testutil.Eventually(t, 10*time.Second, "the target's share in flight", testutil.True(func() bool { return len(d.ch) >= 2 }))
+	parked := func() int {
+		ts.r.cfg.Targets.mu.Lock()
+		defer ts.r.cfg.Targets.mu.Unlock()
+		if tg := ts.r.cfg.Targets.m["127.0.0.1:1"]; tg != nil {
+			return tg.waiters.Len()
+		}
+		return 0
+	}
+	testutil.Eventually(t, 10*time.Second, "the rest parked", func() error {
+		if p := parked(); p != n-2 {
+			return fmt.Errorf("%d parked", p)
+		}
+		return nil
+	})
+	if g := runtime.NumGoroutine(); g-g0 > 100 {
+		t.Errorf("%d goroutines more with %d fires parked: parked fires hold goroutines", g-g0, n-2)
+	}
+	stop()
+	testutil.Eventually(t, 20*time.Second, "every job delivered", func() error {
+		for i := 0; i < n; i++ {
+			if len(d.times(fmt.Sprintf("burst-%d", i))) == 0 {
+				return fmt.Errorf("burst-%d not delivered", i)
+			}
+		}
+		return nil
+	})
+	for i := 0; i < n; i++ {
+		if got := len(d.times(fmt.Sprintf("burst-%d", i))); got != 1 {
+			t.Errorf("burst-%d delivered %d times", i, got)
+		}
+	}
+}
+
+func TestTargetsKeyCache(t *testing.T) {
+	lim := NewTargets(1)
+	for i := 0; i < maxTargetKeys+10; i++ {
+		u := fmt.Sprintf("http://Host-%d.example:8%03d/hook?i=%d", i%7, i%100, i)
+		if got, want := lim.Key(u), targetKey(u); got != want {
+			t.Fatalf("Key(%q) = %q, want %q", u, got, want)
+		}
+		if got := lim.Key(u); got != targetKey(u) {
+			t.Fatalf("cached Key(%q) = %q", u, got)
+		}
+	}
+	if n := lim.keyCount.Load(); n > maxTargetKeys {
+		t.Fatalf("%d cached keys, bound %d", n, maxTargetKeys)
 	}
 }
