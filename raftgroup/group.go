@@ -559,11 +559,24 @@ func (g *Group) ReadReady() bool {
 // ErrNotLeader; a leader cut off from the majority fails once raft's
 // check-quorum steps it down (LeaderLeaseTimeout).
 func (g *Group) VerifyLeader() error {
+	// The round's heartbeats go out at once rather than wait for a
+	// transport's coalescing (rpc/beat).
+	if u, ok := g.trans.(urgentTransport); ok {
+		u.Urgent(verifyUrgency)
+	}
 	if err := g.raft.VerifyLeader().Error(); err != nil {
 		return ErrNotLeader
 	}
 	return nil
 }
+
+// urgentTransport is a transport that can send heartbeats at once for a
+// while (rpc/beat's coalescing one).
+type urgentTransport interface{ Urgent(d time.Duration) }
+
+// verifyUrgency is how long a VerifyLeader's heartbeats skip coalescing:
+// long enough for raft's heartbeat goroutines to be woken and send.
+const verifyUrgency = 50 * time.Millisecond
 
 // IsLeader reports whether this replica leads the group.
 func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }

@@ -458,3 +458,49 @@ func TestStuckHeartbeatFailsAlone(t *testing.T) {
 		}
 	}
 }
+
+// A group marked urgent (a read confirming its leader) sends its
+// heartbeat at once, and takes the heartbeats already waiting along;
+// without it they wait for the flush delay (here an hour: the test would
+// time out).
+func TestUrgentHeartbeatDoesNotWaitForTheFlush(t *testing.T) {
+	nt, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nt.Close()
+	l := newLoop()
+	a := New(l, Options{Flush: time.Hour})
+	b := New(l, Options{})
+	l.add("b:1", b)
+	defer a.Close()
+	defer b.Close()
+	var hits atomic.Int64
+	follower(b, 1, &hits)
+	follower(b, 2, &hits)
+
+	// Group 2's heartbeat waits for the (hour-long) flush...
+	waiting := make(chan error, 1)
+	var r2 raft.AppendEntriesResponse
+	go func() { waiting <- a.Heartbeat("b:1", 2, heartbeat(3), &r2) }()
+	testutil.Eventually(t, 5*time.Second, "the first heartbeat queued", testutil.True(func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		q := a.queues["b:1"]
+		return q != nil && len(q.waiting) == 1
+	}))
+	// ... until group 1, urgent, sends the batch at once.
+	tr := a.Wrap(1, nt)
+	defer tr.Close()
+	tr.Urgent(time.Minute)
+	var r1 raft.AppendEntriesResponse
+	if err := tr.AppendEntries("b", "b:1", heartbeat(3), &r1); err != nil || !r1.Success {
+		t.Fatalf("urgent heartbeat: %v, %+v", err, r1)
+	}
+	if err := <-waiting; err != nil || !r2.Success {
+		t.Fatalf("the heartbeat that was waiting: %v, %+v", err, r2)
+	}
+	if n := l.count("b:1"); n != 1 {
+		t.Fatalf("%d calls, want both heartbeats in 1", n)
+	}
+}

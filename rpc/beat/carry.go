@@ -214,7 +214,7 @@ func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 		// and each retry would dial a connection per group — two 256 KiB
 		// buffers on each side, the memory of an election storm.
 		if !t.c.isOld(string(target)) {
-			err := t.c.Heartbeat(target, t.group, args, resp)
+			err := t.c.heartbeat(target, t.group, args, resp, t.urgent())
 			if !errors.Is(err, errOldPeer) {
 				return err
 			}
