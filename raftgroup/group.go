@@ -112,9 +112,12 @@ type Group struct {
 	once   sync.Once
 
 	transfers atomic.Uint64 // planned transfers started (transfer.go)
-	bgMu      sync.Mutex
-	bgClosed  bool
-	obs       *raft.Observer
+	// transferFailedAt (unix ns) is when a planned transfer last failed
+	// (failedTransferGap).
+	transferFailedAt atomic.Int64
+	bgMu             sync.Mutex
+	bgClosed         bool
+	obs              *raft.Observer
 
 	hurryMu sync.Mutex
 	hurried string // the dead leader this follower is hurrying past; "" when not
@@ -672,7 +675,7 @@ func (g *Group) LeaveLeadership(timeout time.Duration) {
 	if voters < 2 {
 		return
 	}
-	if err := g.handOff("hand leadership away", g.raft.LeadershipTransfer, timeout); err != nil {
+	if err := g.handOffGap("hand leadership away", g.raft.LeadershipTransfer, timeout, false); err != nil {
 		g.cfg.Logger.Info("leadership transfer did not happen", "group", g.cfg.Name, "error", err)
 	}
 }

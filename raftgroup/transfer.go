@@ -26,7 +26,37 @@ import (
 // errTransferPending: the caller stopped waiting; the transfer goes on.
 var errTransferPending = errors.New("leadership transfer still in progress")
 
+// ErrTransferTooSoon: a planned transfer of this replica failed less than
+// failedTransferGap ago; the caller tries again later.
+var ErrTransferTooSoon = errors.New("a leadership transfer failed moments ago; try again later")
+
+// failedTransferGap is how long after a failed transfer this replica
+// starts no other (LeaveLeadership, for a node stopping, excepted).
+//
+// Why: hashicorp/raft v1.7.3 asks the target's replication goroutine to
+// catch it up through a channel of one, and a transfer that times out
+// leaves its request there while that goroutine is blocked in an RPC (up
+// to the transport's 10 s). A second transfer in the same term then blocks
+// sending its own request; if the leader steps down before the goroutine
+// reads again, it blocks forever, and raft's "transfer in progress" flag —
+// which a later term does not reset — makes every Apply and Barrier of
+// this replica fail from then on. Seen in a 100-cycle nemesis run: a slot
+// leader answered "leadership transfer in progress" to its barrier for 10
+// minutes and fired nothing (3 acknowledged jobs never delivered). Spacing
+// attempts by more than the RPC timeout lets the goroutine read the first
+// request before a second is sent.
+const failedTransferGap = 12 * time.Second
+
 func (g *Group) handOff(what string, start func() raft.Future, wait time.Duration) error {
+	return g.handOffGap(what, start, wait, true)
+}
+
+// handOffGap is handOff; gap false skips the failedTransferGap check (a
+// node stopping hands its leadership away whatever happened before).
+func (g *Group) handOffGap(what string, start func() raft.Future, wait time.Duration, gap bool) error {
+	if at := g.transferFailedAt.Load(); gap && at != 0 && time.Since(time.Unix(0, at)) < failedTransferGap {
+		return fmt.Errorf("%s: %s: %w", g.cfg.Name, what, ErrTransferTooSoon)
+	}
 	after := g.pauseForTransfer()
 	gen := g.transfers.Add(1)
 	f := start()
@@ -42,6 +72,9 @@ func (g *Group) handOff(what string, start func() raft.Future, wait time.Duratio
 		after(false) // leadership left: the next term starts fresh
 		return nil
 	}
+	if !errors.Is(err, errTransferPending) {
+		g.transferFailedAt.Store(time.Now().UnixNano())
+	}
 	if !g.background(func() {
 		if errors.Is(err, errTransferPending) {
 			select {
@@ -55,6 +88,7 @@ func (g *Group) handOff(what string, start func() raft.Future, wait time.Duratio
 				return
 			}
 		}
+		g.transferFailedAt.Store(time.Now().UnixNano())
 		g.settleFailedTransfer(gen, after)
 	}) {
 		after(false)
