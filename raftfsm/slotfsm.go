@@ -56,6 +56,17 @@ type SlotFSM struct {
 	// appliedBytes counts command bytes applied since the process started,
 	// so the replica can snapshot by log volume, not just entry count.
 	appliedBytes atomic.Uint64
+	// tombMax bounds the created stamps of the slot's tombstones: no
+	// tombstone with a larger stamp exists (math.MinInt64: none at all). A
+	// create stamped after it cannot be the re-send of a deleted
+	// incarnation, so its tombstone lookup — a full Pebble Get, ~8 µs on
+	// the benchmark machine, as much as the id lookup — is skipped. Raised
+	// by every delete before its tombstone is written, recomputed from
+	// storage on open and after a restore (math.MaxInt64 while one runs),
+	// never lowered otherwise (dropped tombstones leave it high, which only
+	// costs lookups). It only decides whether to read, never what a read
+	// would say, so replicas stay identical whatever its value.
+	tombMax atomic.Int64
 
 	restoring bool
 }
@@ -77,7 +88,35 @@ func OpenSlotFSM(db *storage.DB, slot int, log *slog.Logger, onFatal func(error)
 	f.offset.Store(offset)
 	f.pending.Store(pending)
 	f.restoring = restoring
+	tm, err := lastTombstone(db, slot)
+	if err != nil {
+		return nil, err
+	}
+	f.tombMax.Store(tm)
 	return f, nil
+}
+
+// lastTombstone returns the largest created stamp among the slot's
+// tombstones, math.MinInt64 when it has none.
+func lastTombstone(r storage.Reader, slot int) (int64, error) {
+	lower, upper := storage.TombSpan(slot)
+	it, err := r.NewIter(lower, upper)
+	if err != nil {
+		return 0, fmt.Errorf("slot %d: read tombstones: %w", slot, err)
+	}
+	last := int64(math.MinInt64)
+	if it.Last() {
+		k := it.Key()
+		if len(k) < len(lower)+8 {
+			_ = it.Close()
+			return 0, fmt.Errorf("slot %d: %w: short tombstone key", slot, ErrCorrupt)
+		}
+		last = storage.DecodeTime(k[len(lower):])
+	}
+	if err := it.Close(); err != nil {
+		return 0, fmt.Errorf("slot %d: read tombstones: %w", slot, err)
+	}
+	return last, nil
 }
 
 func readSlotMeta(r storage.Reader, slot int) (applied uint64, offset, pending int64, restoring bool, err error) {
@@ -385,9 +424,12 @@ func (s *applyState) create(c *Create) (model.Result, error) {
 	j := newJob(c.Coll, c.ID, &c.Spec, c.Now)
 	// This very create (its stamp) made the job once already, and a
 	// DELETE removed it: a re-send after an unknown outcome must not make
-	// it again. It is answered as the create it was.
-	if _, made, err := s.b.Get(storage.TombKey(s.kb[:0], s.f.slot, c.Now, c.Coll, c.ID)); err != nil || made {
-		return model.Result{Code: model.CodeCreated, Job: j}, err
+	// it again. It is answered as the create it was. Only a create stamped
+	// no later than the newest tombstone can have one (tombMax).
+	if c.Now <= s.f.tombMax.Load() {
+		if _, made, err := s.b.Get(storage.TombKey(s.kb[:0], s.f.slot, c.Now, c.Coll, c.ID)); err != nil || made {
+			return model.Result{Code: model.CodeCreated, Job: j}, err
+		}
 	}
 	if err := s.putJob(j); err != nil {
 		return model.Result{}, err
@@ -438,7 +480,11 @@ func (s *applyState) delete(c *Delete) (model.Result, error) {
 		return model.Result{}, err
 	}
 	// The incarnation's tombstone: see create. DropTombstones removes it
-	// once no re-send of its create can come any more.
+	// once no re-send of its create can come any more. tombMax is raised
+	// first, so a create later in this very batch looks it up.
+	if old.CreatedAt > s.f.tombMax.Load() {
+		s.f.tombMax.Store(old.CreatedAt)
+	}
 	if err := s.b.Set(storage.TombKey(s.kb[:0], s.f.slot, old.CreatedAt, c.Coll, c.ID), nil); err != nil {
 		return model.Result{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -443,6 +444,64 @@ func TestResentCreateAfterADeleteMakesNothing(t *testing.T) {
 	if _, ok, _ := GetJob(db3, 2, "c", "j"); ok {
 		t.Fatal("the re-sent create made the deleted job again")
 	}
+}
+
+// The tombstone lookup of a create is skipped when the create's stamp is
+// newer than every tombstone of the slot (SlotFSM.tombMax). That bound must
+// hold after a restart (read back from storage) and after a snapshot is
+// restored on another replica, or a re-send would make a deleted job again
+// on one replica and not on another.
+func TestTombstoneBoundSurvivesReopenAndRestore(t *testing.T) {
+	create := func(id string, now int64) *Create {
+		return &Create{Coll: "c", ID: id, Spec: spec(100, 1), Now: now}
+	}
+	db := memDB(t)
+	f := openFSM(t, db, 3)
+	if got := f.tombMax.Load(); got != math.MinInt64 {
+		t.Fatalf("an empty slot's tombstone bound is %d", got)
+	}
+	f.ApplyBatch(logOf(
+		[]Command{create("a", 10), create("b", 30)},
+		[]Command{&Delete{Coll: "c", ID: "a"}, &Delete{Coll: "c", ID: "b"}},
+		[]Command{create("b", 40)}, // newer than every tombstone: made without a lookup
+	))
+	if got := f.tombMax.Load(); got != 30 {
+		t.Fatalf("tombstone bound after deletes = %d, want 30", got)
+	}
+	if _, ok, _ := GetJob(db, 3, "c", "b"); !ok {
+		t.Fatal("a create newer than every tombstone made nothing")
+	}
+	resend := func(f *SlotFSM, db *storage.DB, index uint64) {
+		t.Helper()
+		out := f.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: Encode(create("a", 10))}})
+		if r := results(t, out[0]); r[0].Code != model.CodeCreated {
+			t.Fatalf("re-send answered %v", r[0].Code)
+		}
+		if _, ok, _ := GetJob(db, 3, "c", "a"); ok {
+			t.Fatal("a re-sent create made a deleted job again")
+		}
+	}
+	// Reopened on the same storage: the bound is read back.
+	g := openFSM(t, db, 3)
+	if got := g.tombMax.Load(); got != 30 {
+		t.Fatalf("tombstone bound after reopen = %d, want 30", got)
+	}
+	resend(g, db, 4)
+
+	// Restored from a snapshot on another replica.
+	var s sink
+	if _, err := g.StreamState(&s); err != nil {
+		t.Fatal(err)
+	}
+	dst := memDB(t)
+	h := openFSM(t, dst, 3)
+	if err := h.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.tombMax.Load(); got != 30 {
+		t.Fatalf("tombstone bound after restore = %d, want 30", got)
+	}
+	resend(h, dst, 5)
 }
 
 // An entry a newer binary wrote (a command type this one does not know)

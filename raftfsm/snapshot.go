@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/hashicorp/raft"
@@ -199,6 +200,8 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		return fmt.Errorf("%w: snapshot of slot %d offered to slot %d", ErrCorrupt, slot, f.slot)
 	}
 	applied := binary.BigEndian.Uint64(hdr[10:])
+	// Until the restored tombstones are known, every create looks its up.
+	f.tombMax.Store(math.MaxInt64)
 
 	// Mark, then clear: in one synced batch the range deletion and the
 	// marker land together.
@@ -305,6 +308,11 @@ func (f *SlotFSM) restore(r io.Reader) error {
 	if err := s.b.Commit(true); err != nil {
 		return err
 	}
+	tm, err := lastTombstone(f.db, f.slot)
+	if err != nil {
+		return err
+	}
+	f.tombMax.Store(tm)
 	f.applied.Store(applied)
 	f.offset.Store(s.offset)
 	f.pending.Store(s.pending)
