@@ -47,6 +47,24 @@ type RaftLogDB struct {
 
 	onFatal atomic.Pointer[func(error)]
 	failed  atomic.Bool
+
+	// Counters of the group commit (WriterStats): how many bolt commits,
+	// how many queued writes they carried, how many raft entries those
+	// appended.
+	commits, writes, entries atomic.Uint64
+}
+
+// WriterStats counts the shared writer's work since the file was opened.
+type WriterStats struct {
+	Commits uint64 // bolt transactions committed (two fdatasyncs each)
+	Writes  uint64 // queued writes they carried (StoreLogs, DeleteRange, Set, …)
+	Entries uint64 // raft log entries appended by StoreLogs
+}
+
+// WriterStats returns the writer's counters: Writes/Commits is how well
+// the group commit folds the groups' appends together.
+func (d *RaftLogDB) WriterStats() WriterStats {
+	return WriterStats{Commits: d.commits.Load(), Writes: d.writes.Load(), Entries: d.entries.Load()}
 }
 
 // SetOnFatal sets what is called (once) when the file cannot be written:
@@ -143,6 +161,8 @@ func (d *RaftLogDB) writer() {
 }
 
 func (d *RaftLogDB) commit(batch []*logWrite) {
+	d.commits.Add(1)
+	d.writes.Add(uint64(len(batch)))
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range batch {
 			if err := w.fn(tx); err != nil {
@@ -313,6 +333,8 @@ func (d *RaftLogDB) Close() error {
 		close(d.stop)
 		d.wg.Wait()
 		d.fail(errLogDBClosed)
+		st := d.WriterStats()
+		d.log.Debug("raft log writer", "commits", st.Commits, "writes", st.Writes, "entries", st.Entries)
 		if e := d.db.Close(); e != nil {
 			err = fmt.Errorf("close raft log %s: %w", d.path, e)
 		}
@@ -398,6 +420,7 @@ func (g *GroupLog) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{
 // StoreLogs implements raft.LogStore. Entries are encoded by the caller's
 // goroutine; only the bolt writes run in the shared writer.
 func (g *GroupLog) StoreLogs(logs []*raft.Log) error {
+	g.d.entries.Add(uint64(len(logs)))
 	keys := make([][]byte, len(logs))
 	vals := make([][]byte, len(logs))
 	for i, l := range logs {

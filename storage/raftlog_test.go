@@ -134,6 +134,13 @@ func TestRaftLogDBConcurrentAppends(t *testing.T) {
 			t.Fatalf("group %d entry 123: %v %v", g, l.Data, err)
 		}
 	}
+	// The counters: every append is one write and one entry; the groups'
+	// writes share commits (at most one commit per write). The bucket
+	// creation on open is not a queued write.
+	st := db.WriterStats()
+	if st.Entries != 12*200 || st.Writes != 12*200 || st.Commits == 0 || st.Commits > st.Writes {
+		t.Fatalf("writer stats %+v", st)
+	}
 }
 
 func TestRaftLogDBClosedRefusesWrites(t *testing.T) {
