@@ -187,12 +187,21 @@ func TestIdleConnectionsAndCap(t *testing.T) {
 		}
 		return nil
 	})
-	resp, err := hc.Get("http://" + addr + "/healthz")
+	// The refusal is written as soon as the connection is accepted, before
+	// any request: net/http's client calls that an unsolicited response and
+	// fails the request, so read it off a raw connection.
+	over, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = over.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	over.Close()
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), CodeUnavailable) {
 		t.Fatalf("over the cap: %d %s", resp.StatusCode, b)
 	}
