@@ -365,3 +365,23 @@ func TestCheckTargetAtCreate(t *testing.T) {
 		t.Fatalf("backend called: %v", f.called())
 	}
 }
+
+// isJSONType's fast path (the exact "application/json") answers as the
+// media-type parse does.
+func TestIsJSONType(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json":                true,
+		"application/json; charset=utf-8": true,
+		"APPLICATION/JSON":                true,
+		"application/merge-patch+json":    true,
+		"application/jsonx":               false,
+		"application/json5":               false,
+		"text/plain":                      false,
+		"":                                false,
+		"application/json;":               true,
+	} {
+		if got := isJSONType([]byte(ct)); got != want {
+			t.Errorf("isJSONType(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}
