@@ -200,7 +200,8 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		return fmt.Errorf("%w: snapshot of slot %d offered to slot %d", ErrCorrupt, slot, f.slot)
 	}
 	applied := binary.BigEndian.Uint64(hdr[10:])
-	// Until the restored tombstones are known, every create looks its up.
+	// Until the restored tombstones are known, every create looks its
+	// tombstone up.
 	f.tombMax.Store(math.MaxInt64)
 
 	// Mark, then clear: in one synced batch the range deletion and the
