@@ -124,6 +124,40 @@ func TestAnnouncedBodiesAllocateNothing(t *testing.T) {
 	}
 }
 
+// A small body is read whole into one buffer of its announced length: a
+// complete one creates, one cut short (the client stops sending) is a 400,
+// not a create of what arrived.
+func TestSmallBodyReadWhole(t *testing.T) {
+	s := newTestServer(&fakeBackend{})
+	addr := serveTest(t, s)
+	job := `{"delay":"1m","callback_url":"https://example.com/h"}`
+	c := rawRequest(t, addr, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", jobsURI, len(job), job))
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("a complete small body: %d", resp.StatusCode)
+	}
+
+	short := rawRequest(t, addr, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", jobsURI, len(job)+10, job))
+	defer short.Close()
+	_ = short.(*net.TCPConn).CloseWrite()
+	_ = short.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err = http.ReadResponse(bufio.NewReader(short), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(b), CodeInvalidArgument) {
+		t.Fatalf("a body cut short: %d %s", resp.StatusCode, b)
+	}
+}
+
 // Thousands of idle connections do not slow a create on another
 // connection, and past the cap new connections are answered 503 with the
 // contract's error body instead of exhausting file descriptors.
