@@ -560,7 +560,10 @@ func TestDeliverReplaysOnStaleConnection(t *testing.T) {
 		}
 	})
 
-	c := newClient(t, Options{})
+	// The receiver closes right after its answer, standing in for an idle
+	// timeout: peek before every request (by default a connection answered
+	// less than DefaultStaleCheckAfter ago is not peeked at).
+	c := newClient(t, Options{StaleCheckAfter: -1})
 	url := "http://" + ln.Addr().String() + "/"
 	if res := c.Deliver(context.Background(), testRequest(url)); res.StatusCode != 200 {
 		t.Fatalf("first Deliver = %+v", res)
@@ -865,7 +868,7 @@ func TestDeliverSkipsEveryStaleConnection(t *testing.T) {
 			})
 		}
 	})
-	c := newClient(t, Options{})
+	c := newClient(t, Options{StaleCheckAfter: -1}) // closes stand in for idle timeouts
 	url := "http://" + ln.Addr().String() + "/"
 	var burstWG sync.WaitGroup
 	for range burst {
