@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"time"
@@ -34,10 +35,13 @@ var errStaleConn = errors.New("webhook: the receiver closed the idle keep-alive 
 // the peek is a syscall per request — ~5% of a node's CPU in a burst to
 // one receiver, where every connection is reused within milliseconds.
 // HTTP clients do the same (Apache HttpClient validates a pooled
-// connection only after 2 s of inactivity). A receiver that closes a
-// connection right after answering, without "Connection: close", can
-// then cost the next request on it an attempt (retried as usual); the
-// peek itself never closed that race either, only narrowed it.
+// connection only after 2 s of inactivity). A reset that arrived
+// meanwhile still shows: the first write of the request fails before a
+// byte leaves, and that too is errStaleConn. Only a receiver that closes
+// a connection (FIN, no reset) right after answering, without
+// "Connection: close", can cost the next request on it an attempt
+// (retried as usual); the peek never closed that race either, only
+// narrowed it.
 type staleCheckConn struct {
 	net.Conn
 	// fresh: no peek when the last read is younger than this (0: always).
@@ -67,10 +71,23 @@ func (c *staleCheckConn) Read(p []byte) (int, error) {
 }
 
 func (c *staleCheckConn) Write(p []byte) (int, error) {
-	if c.readSinceWrite.Swap(false) && !c.justUsed() && peerClosed(c.Conn) {
+	first := c.readSinceWrite.Swap(false)
+	if first && !c.justUsed() && peerClosed(c.Conn) {
 		return 0, errStaleConn
 	}
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if first && n == 0 && err != nil && !isTimeout(err) {
+		// The first write of a request failed before a byte of it left
+		// (a reset from the receiver, peeked at or not): a replay on a
+		// fresh connection cannot reach the receiver twice.
+		return 0, fmt.Errorf("%w: %w", errStaleConn, err)
+	}
+	return n, err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // justUsed: an answer arrived on the connection less than fresh ago.

@@ -42,7 +42,9 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 
 // When the peek runs: a write that follows an answer is checked unless the
 // answer is younger than fresh; the first write after a dial, and a write
-// with no answer since the last one, are never checked.
+// with no answer since the last one, are never checked. A reset shows
+// without the peek too: the request's first write fails before a byte
+// leaves. A close without a reset (FIN) within fresh is not seen.
 func TestStaleCheckConnPeeksAfterIdle(t *testing.T) {
 	var now int64
 	saved := monoNow
@@ -55,6 +57,7 @@ func TestStaleCheckConnPeeksAfterIdle(t *testing.T) {
 		fresh   time.Duration
 		idle    time.Duration // from the answer to the next write
 		closed  bool          // the receiver closed the connection meanwhile
+		reset   bool          // … with a reset (SO_LINGER 0), not a FIN
 		refused bool          // the write fails with errStaleConn
 	}{
 		{name: "closed, answered just now", fresh: fresh, idle: 10 * time.Millisecond, closed: true, refused: false},
@@ -63,6 +66,8 @@ func TestStaleCheckConnPeeksAfterIdle(t *testing.T) {
 		{name: "open, idle past fresh", fresh: fresh, idle: time.Second, closed: false, refused: false},
 		{name: "closed, fresh 0 peeks always", fresh: 0, idle: 0, closed: true, refused: true},
 		{name: "open, fresh 0", fresh: 0, idle: 0, closed: false, refused: false},
+		{name: "reset, answered just now", fresh: fresh, idle: 10 * time.Millisecond, closed: true, reset: true, refused: true},
+		{name: "reset, idle past fresh", fresh: fresh, idle: time.Second, closed: true, reset: true, refused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl, srv := tcpPair(t)
@@ -81,6 +86,11 @@ func TestStaleCheckConnPeeksAfterIdle(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.closed {
+				if tc.reset {
+					if err := srv.(*net.TCPConn).SetLinger(0); err != nil {
+						t.Fatal(err)
+					}
+				}
 				srv.Close()
 				// Wait until the FIN has arrived: a peek sees it.
 				testutil.Eventually(t, 5*time.Second, "the close reaching the client socket", testutil.True(func() bool { return peerClosed(cl) }))
@@ -91,7 +101,7 @@ func TestStaleCheckConnPeeksAfterIdle(t *testing.T) {
 				t.Fatalf("write after %v idle (closed %v): err %v, want refused %v", tc.idle, tc.closed, err, tc.refused)
 			}
 			// A write without an answer since the last one is never checked.
-			if tc.refused {
+			if tc.refused && !tc.reset {
 				if _, err := c.Write([]byte("x")); errors.Is(err, errStaleConn) {
 					t.Fatalf("second write without an answer was peeked at: %v", err)
 				}
