@@ -45,6 +45,7 @@ type fakeReplica struct {
 	off     int64
 
 	loads  atomic.Int64 // dueIter calls
+	rounds []int        // len(refs) of each readJobs call
 	loaded atomic.Int64 // the last loadedUpTo
 
 	// fireHook, when set, runs inside fire (after the record is taken) and
@@ -105,6 +106,7 @@ func (f *fakeReplica) dueIter(lower, upper []byte) (dueIter, error) {
 func (f *fakeReplica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.rounds = append(f.rounds, len(refs))
 	out := make([]*model.Job, len(refs))
 	for i, e := range refs {
 		if j, ok := f.jobs[e.ID]; ok {
@@ -446,6 +448,67 @@ func TestSchedulerWaitsForTheFirePool(t *testing.T) {
 		if r.at < released {
 			t.Fatalf("%s fired before a pool slot was free", r.id)
 		}
+	}
+}
+
+// With the pool full, the slots it frees one at a time are gathered into
+// one round (one read of the records) while more due jobs wait, up to
+// minGather jobs or gatherWait, whichever comes first; never early.
+func TestSchedulerGathersFreedSlotsIntoOneRound(t *testing.T) {
+	savedMin, savedWait := minGather, gatherWait
+	t.Cleanup(func() { minGather, gatherWait = savedMin, savedWait })
+	for _, tc := range []struct {
+		name    string
+		min     int
+		wait    time.Duration
+		release int   // slots the test frees, one at a time
+		want    []int // the rounds read
+	}{
+		// The round fills up to minGather as slots free, however slowly.
+		{name: "filled to minGather", min: 6, wait: time.Hour, release: 6, want: []int{6}},
+		// Fewer slots than minGather free up: gatherWait ends the round.
+		{name: "cut short by gatherWait", min: 6, wait: 20 * time.Millisecond, release: 2, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			minGather, gatherWait = tc.min, tc.wait
+			f := newFakeReplica(time.Now)
+			now := time.Now().UnixMilli()
+			for i := range 10 {
+				f.add(fmt.Sprintf("j%02d", i), now-100+int64(i))
+			}
+			f.add("later", now+time.Hour.Milliseconds())
+			f.off = now - 1000
+			const pool = 8
+			sem := make(chan struct{}, pool)
+			for range pool {
+				sem <- struct{}{}
+			}
+			startSched(t, f, time.Now, sem, 2*time.Second, 1000)
+			testutil.Eventually(t, 5*time.Second, "the due jobs loaded", func() error {
+				if f.loads.Load() == 0 {
+					return errors.New("not loaded yet")
+				}
+				return nil
+			})
+			for range tc.release {
+				<-sem // one at a time, as fires end
+			}
+			f.waitFired(t, tc.release)
+			f.mu.Lock()
+			rounds := slices.Clone(f.rounds)
+			f.mu.Unlock()
+			if tc.want != nil && !slices.Equal(rounds[:1], tc.want) {
+				t.Fatalf("rounds read %v, want the first %v", rounds, tc.want)
+			}
+			if rounds[0] > tc.release {
+				t.Fatalf("first round of %d jobs with %d slots free", rounds[0], tc.release)
+			}
+			for _, r := range f.fires() {
+				if r.id == "later" {
+					t.Fatal("a job not yet due was gathered")
+				}
+			}
+		})
 	}
 }
 

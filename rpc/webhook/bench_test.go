@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -23,16 +24,20 @@ func BenchmarkDeliver(b *testing.B) {
 	url := benchTarget(b)
 	key, _ := ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	for _, bc := range []struct {
-		name string
-		ctx  context.Context
-		key  []byte
+		name  string
+		ctx   context.Context
+		key   []byte
+		stale time.Duration // Options.StaleCheckAfter
 	}{
-		{"plain", context.Background(), nil},
-		{"signed", context.Background(), key},
-		{"signed-cancellable-ctx", cancellable(b), key},
+		{"plain", context.Background(), nil, 0},
+		// The stale-connection peek before every request, as before
+		// DefaultStaleCheckAfter: one more syscall per delivery.
+		{"plain-peek-always", context.Background(), nil, -1},
+		{"signed", context.Background(), key, 0},
+		{"signed-cancellable-ctx", cancellable(b), key, 0},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			c := New(Options{})
+			c := New(Options{StaleCheckAfter: bc.stale})
 			defer c.Close()
 			r := testRequest(url)
 			r.SigningKey = bc.key

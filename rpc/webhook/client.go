@@ -23,6 +23,9 @@ const (
 	DefaultUserAgent           = "timemachine-webhook/1"
 	DefaultDialTimeout         = 5 * time.Second
 	DefaultMaxIdleConnDuration = 10 * time.Second
+	// DefaultStaleCheckAfter is far below any receiver's idle timeout and
+	// far above the reuse interval of a connection under load.
+	DefaultStaleCheckAfter = 100 * time.Millisecond
 	// DefaultTimeout applies when Request.Timeout is zero. It matches the
 	// contract's default callback_timeout; a request without any deadline
 	// could hold a connection and a goroutine forever on a silent receiver.
@@ -130,6 +133,11 @@ type Options struct {
 	// Egress, when set, decides which addresses callbacks may reach
 	// (egress.go); every connection is made through it.
 	Egress *Policy
+	// StaleCheckAfter: a pooled connection that carried an answer less
+	// than this long ago is reused without first peeking at its socket
+	// for a close by the receiver (staleCheckConn). Zero means
+	// DefaultStaleCheckAfter; negative means peek before every request.
+	StaleCheckAfter time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -148,6 +156,12 @@ func (o Options) withDefaults() Options {
 	if o.MaxIdleConnDuration <= 0 {
 		o.MaxIdleConnDuration = DefaultMaxIdleConnDuration
 	}
+	switch {
+	case o.StaleCheckAfter == 0:
+		o.StaleCheckAfter = DefaultStaleCheckAfter
+	case o.StaleCheckAfter < 0:
+		o.StaleCheckAfter = 0
+	}
 	return o
 }
 
@@ -161,6 +175,7 @@ type Client struct {
 	dialTimeout time.Duration
 	maxBody     int
 	userAgent   string
+	staleAfter  time.Duration // Options.StaleCheckAfter (0: peek always)
 	closed      atomic.Bool
 	bodyBufs    sync.Pool // *[]byte, scratch for response bodies
 	// goodURLs remembers URLs that passed checkURL: a deployment fires at
@@ -211,6 +226,7 @@ func New(o Options) *Client {
 		dialTimeout: o.DialTimeout,
 		maxBody:     o.MaxResponseBodySize,
 		userAgent:   o.UserAgent,
+		staleAfter:  o.StaleCheckAfter,
 	}
 	c.hc = &fasthttp.Client{
 		NoDefaultUserAgentHeader: true,
@@ -299,7 +315,7 @@ func (c *Client) dialTCP(addr string, timeout time.Duration) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &staleCheckConn{Conn: conn}, nil
+	return &staleCheckConn{Conn: conn, fresh: c.staleAfter}, nil
 }
 
 // configureHost gives each https host a dialer that does the TLS handshake
@@ -325,8 +341,9 @@ func (c *Client) configureHost(hc *fasthttp.HostClient) error {
 		if err != nil {
 			return nil, err
 		}
-		// The check sits under TLS: it peeks at the raw socket.
-		tc := tls.Client(&staleCheckConn{Conn: conn}, cfg)
+		// conn is a staleCheckConn (dialTCP): the check sits under TLS
+		// and peeks at the raw socket.
+		tc := tls.Client(conn, cfg)
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err = tc.HandshakeContext(ctx)
 		cancel()

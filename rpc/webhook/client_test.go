@@ -560,7 +560,10 @@ func TestDeliverReplaysOnStaleConnection(t *testing.T) {
 		}
 	})
 
-	c := newClient(t, Options{})
+	// The receiver closes right after its answer, standing in for an idle
+	// timeout: peek before every request (by default a connection answered
+	// less than DefaultStaleCheckAfter ago is not peeked at).
+	c := newClient(t, Options{StaleCheckAfter: -1})
 	url := "http://" + ln.Addr().String() + "/"
 	if res := c.Deliver(context.Background(), testRequest(url)); res.StatusCode != 200 {
 		t.Fatalf("first Deliver = %+v", res)
@@ -569,6 +572,63 @@ func TestDeliverReplaysOnStaleConnection(t *testing.T) {
 	res := c.Deliver(context.Background(), testRequest(url))
 	if res.Err != nil || res.StatusCode != 200 {
 		t.Fatalf("Deliver on a stale connection = %+v", res)
+	}
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("server saw %d requests, want 2", n)
+	}
+}
+
+// A connection the receiver reset right after answering is reused at once
+// (no peek: it carried an answer less than DefaultStaleCheckAfter ago),
+// but the reset fails the request's first write before a byte leaves: the
+// request is replayed on a fresh connection and costs no attempt.
+func TestDeliverReplaysAfterResetWithoutPeek(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int32
+	resetFirst := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { ln.Close() })
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					requests.Add(1)
+					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					if i == 0 {
+						_ = conn.(*net.TCPConn).SetLinger(0) // close with a reset
+						conn.Close()
+						close(resetFirst)
+						return
+					}
+				}
+			})
+		}
+	})
+
+	c := newClient(t, Options{})
+	url := "http://" + ln.Addr().String() + "/"
+	if res := c.Deliver(context.Background(), testRequest(url)); res.StatusCode != 200 {
+		t.Fatalf("first Deliver = %+v", res)
+	}
+	<-resetFirst
+	res := c.Deliver(context.Background(), testRequest(url))
+	if res.Err != nil || res.StatusCode != 200 {
+		t.Fatalf("Deliver on a reset connection = %+v", res)
 	}
 	if n := requests.Load(); n != 2 {
 		t.Fatalf("server saw %d requests, want 2", n)
@@ -865,7 +925,7 @@ func TestDeliverSkipsEveryStaleConnection(t *testing.T) {
 			})
 		}
 	})
-	c := newClient(t, Options{})
+	c := newClient(t, Options{StaleCheckAfter: -1}) // closes stand in for idle timeouts
 	url := "http://" + ln.Addr().String() + "/"
 	var burstWG sync.WaitGroup
 	for range burst {
