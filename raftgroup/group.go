@@ -358,6 +358,60 @@ func (g *Group) unhurry(dead string, alive func() bool) {
 	g.hurryMu.Unlock()
 }
 
+// injector is a transport that can hand an RPC to its own group's raft
+// through its consumer channel (rpc/beat's Transport).
+type injector interface{ Inject(raft.RPC) error }
+
+// CanCampaign reports whether Campaign can work here: the group's
+// transport can hand its raft a TimeoutNow (the slots' rpc/beat transport;
+// not the meta group's stock one).
+func (g *Group) CanCampaign() bool {
+	_, ok := g.trans.(injector)
+	return ok
+}
+
+// Campaign makes this replica, a follower of dead, start an election now:
+// it hands its own raft a TimeoutNow through the transport's consumer
+// channel, as the target of a leadership transfer receives one. raft then
+// campaigns at once, without a pre-vote, and the other voters grant the
+// vote even while they still name dead as their leader (the vote carries
+// raft's leadership-transfer flag); raft's up-to-date-log rule still
+// holds, so safety is unchanged. What it skips is leader stickiness: the
+// caller must know that the other voters also find dead dead (node's
+// hurry order asks them), or an asymmetric partition would depose a
+// healthy leader. dead == "" campaigns a follower that knows no leader (a
+// new group's first election). It reports whether the TimeoutNow went in.
+//
+// Failover thus needs no short raft timeouts: the slot groups run long
+// heartbeat timeouts (few heartbeats) and still fail over in about the
+// time the liveness check takes to find a leader dead.
+func (g *Group) Campaign(dead string) bool {
+	inj, ok := g.trans.(injector)
+	if !ok || g.raft.State() != raft.Follower {
+		return false
+	}
+	if _, id := g.raft.LeaderWithID(); string(id) != dead {
+		return false
+	}
+	select {
+	case <-g.closed:
+		return false
+	default:
+	}
+	respCh := make(chan raft.RPCResponse, 1)
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(g.cfg.NodeID),
+	}}
+	if err := inj.Inject(raft.RPC{Command: req, RespChan: respCh}); err != nil {
+		g.cfg.Logger.Warn("could not start an election", "group", g.cfg.Name, "error", err)
+		return false
+	}
+	if dead != "" {
+		g.cfg.Logger.Info("leader unreachable: campaigning now (timeout-now)", "group", g.cfg.Name, "leader", dead)
+	}
+	return true
+}
+
 // hurryLimit bounds how long a follower keeps the short timeouts.
 const hurryLimit = 5 * time.Second
 
@@ -410,7 +464,12 @@ func (g *Group) Bootstrap(servers []raft.Server) error {
 		return fmt.Errorf("%s: bootstrap: %w", g.cfg.Name, err)
 	}
 	if len(servers) > 1 && string(servers[0].ID) == g.cfg.NodeID {
-		g.campaignFirst()
+		// With a transport that can inject it, a TimeoutNow starts the
+		// first election at once (votes wait for the peers to open the
+		// group, rpc/beat voteOpenWait); otherwise the hurried timeouts.
+		if !g.Campaign("") {
+			g.campaignFirst()
+		}
 	}
 	return nil
 }

@@ -275,17 +275,38 @@ func groupName(s int) string { return fmt.Sprintf("slot-%d", s) }
 // for this tick.
 const SlotCommitTimeout = 5 * time.Second
 
-// slotTiming fills in SlotCommitTimeout. The heartbeat timeout stays
-// raft's 1 s (heartbeats every 100-200 ms): 2 s halves the heartbeats, and
-// raft's leader lease (500 ms) still holds in principle with heartbeats
-// every 200-400 ms, but measured at 256 slots it cut the idle CPU by only
-// ~5 points (46.8 % against 51.7 % of a core) while leaders stepped down
-// for lack of a quorum's answers when the cluster formed (66 step-downs,
-// none with 1 s), and forming took 17.9 s instead of 7.8 s — 57 s with an
-// election storm on a busier machine (docs/scaling.md).
+// Slot groups' raft timeouts unless the Timing sets them (a zero
+// HeartbeatTimeout). hashicorp/raft's leader wakes a goroutine per
+// follower every HeartbeatTimeout/10 to HeartbeatTimeout/5 to send a
+// heartbeat, idle or not: with the library's 1 s that was ~4,600
+// heartbeats a second at 1,024 slots and the floor of the idle cost
+// (docs/scaling.md). With 5 s they go every 0.5–1 s. Failover does not
+// wait for these timeouts: the liveness check finds a dead leader within
+// ~0.7 s and the follower with the longest log campaigns at once through
+// a TimeoutNow (raftgroup Campaign, node hurryorder.go). The lease (raft's
+// check-quorum: a leader steps down after that long without a majority's
+// answers) is 2.5 s, 2.5–5 heartbeats, so a loaded node does not lose
+// leaderships for one late answer; it fences nothing — firing and reads
+// are fenced by the liveness lease (500 ms, Fence) and a read's heartbeat
+// round (VerifyLeader). A follower that loses only raft's connection to a
+// leader the liveness check still hears elects on its own after 5–10 s.
+const (
+	SlotHeartbeatTimeout = 5 * time.Second
+	SlotLeaderLease      = 2500 * time.Millisecond
+)
+
+// slotTiming fills in SlotCommitTimeout, and the slot timeouts above when
+// the heartbeat timeout is not set.
 func slotTiming(t raftgroup.Timing) raftgroup.Timing {
 	if t.CommitTimeout == 0 {
 		t.CommitTimeout = SlotCommitTimeout
+	}
+	if t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = SlotHeartbeatTimeout
+		t.ElectionTimeout = max(t.ElectionTimeout, SlotHeartbeatTimeout)
+		if t.LeaderLeaseTimeout == 0 {
+			t.LeaderLeaseTimeout = SlotLeaderLease
+		}
 	}
 	return t
 }
@@ -520,6 +541,13 @@ func (r *Replica) VerifyRead() error {
 func (r *Replica) Expedite(dead string, stagger time.Duration, alive func() bool) {
 	r.g.Expedite(dead, stagger, alive)
 }
+
+// Campaign makes this replica, a follower of dead, campaign now
+// (raftgroup.Group.Campaign); CanCampaign reports whether it can.
+func (r *Replica) Campaign(dead string) bool { return r.g.Campaign(dead) }
+
+// CanCampaign reports whether Campaign can work (raftgroup.Group.CanCampaign).
+func (r *Replica) CanCampaign() bool { return r.g.CanCampaign() }
 
 // Voters lists the slot's voters.
 func (r *Replica) Voters() []string { return r.g.Voters() }
