@@ -68,15 +68,33 @@ func (t *injectTransport) Close() error {
 // TimeoutNow too, Bootstrap), and waits for a leader all three follow.
 func openTrio(t *testing.T, timing Timing) []*Group {
 	t.Helper()
-	var gs []*Group
-	var servers []raft.Server
+	var dirs, addrs []string
 	for i := 1; i <= 3; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := "n" + string(rune('0'+i))
-		g, err := Open(Config{Name: "slot-0", NodeID: id, Dir: filepath.Join(t.TempDir(), id), Stream: tcpStream{ln}, FSM: nopFSM{},
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close()
+		dirs = append(dirs, filepath.Join(t.TempDir(), "g"))
+	}
+	return openTrioAt(t, timing, dirs, addrs, true)
+}
+
+// openTrioAt opens the three replicas in dirs on addrs (bootstrapping
+// them when bootstrap is set) and waits, well under the 5 s heartbeat
+// timeout, for a leader all three follow.
+func openTrioAt(t *testing.T, timing Timing, dirs, addrs []string, bootstrap bool) []*Group {
+	t.Helper()
+	var gs []*Group
+	var servers []raft.Server
+	for i := range dirs {
+		ln, err := net.Listen("tcp", addrs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "n" + string(rune('1'+i))
+		g, err := Open(Config{Name: "slot-0", NodeID: id, Dir: dirs[i], Stream: tcpStream{ln}, FSM: nopFSM{},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: timing,
 			WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }})
 		if err != nil {
@@ -87,15 +105,17 @@ func openTrio(t *testing.T, timing Timing) []*Group {
 			t.Fatal("a transport that can inject, but CanCampaign is false")
 		}
 		gs = append(gs, g)
-		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(ln.Addr().String())})
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addrs[i])})
 	}
-	for _, g := range gs {
-		if err := g.Bootstrap(servers); err != nil {
-			t.Fatal(err)
+	if bootstrap {
+		for _, g := range gs {
+			if err := g.Bootstrap(servers); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	// Well under the 5 s heartbeat timeout: the first replica's
-	// TimeoutNow started the election.
+	// The first election: a TimeoutNow after a bootstrap, the hurried
+	// one after a restart (raft on its own: 5-10 s).
 	testutil.Eventually(t, 3*time.Second, "a leader followed by all", testutil.True(func() bool {
 		l, _ := gs[0].Leader()
 		for _, g := range gs[1:] {
@@ -156,4 +176,26 @@ func TestCampaignOnlyPastTheNamedLeader(t *testing.T) {
 			t.Fatal("a follower campaigned past a leader it does not follow")
 		}
 	}
+}
+
+// When every replica of a group restarts, none knows a leader; with the
+// slots' long timeouts raft on its own would elect only after 5-10 s. The
+// reopened replicas hurry their first election (electAfterRestart), and
+// the group has a leader within openTrioAt's 3 s.
+func TestRestartedGroupElectsSoon(t *testing.T) {
+	var dirs, addrs []string
+	for i := 1; i <= 3; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close()
+		dirs = append(dirs, filepath.Join(t.TempDir(), "g"))
+	}
+	gs := openTrioAt(t, slowTiming, dirs, addrs, true)
+	for _, g := range gs {
+		g.Close()
+	}
+	openTrioAt(t, slowTiming, dirs, addrs, false)
 }
