@@ -25,6 +25,8 @@ import (
 // (Expedite). LeaderLeaseTimeout is both the leader's check-quorum (it
 // steps down after that long without a majority) and the timeouts of a
 // hurried follower (raft requires a heartbeat timeout of at least it).
+// The slot groups run much longer ones (slot.SlotHeartbeatTimeout) and
+// fail over through Campaign instead (DESIGN.md).
 type Timing struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
