@@ -40,6 +40,18 @@ func TestClusterCoalescesHeartbeats(t *testing.T) {
 	}
 	tc.net.Isolate(victim)
 	cut := time.Now()
+	// raft's lease on the slots is 2.5 s, but the cut-off leader stops
+	// serving reads (and firing: the same liveness lease) well before.
+	vn := tc.nodes[tc.index(victim)]
+	testutil.Eventually(t, 1500*time.Millisecond, "the cut-off node serves no reads", func() error {
+		for s := 0; s < vn.cluster.SlotCount(); s++ {
+			if r := vn.slots.Get(s); r != nil && (r.Readable() || r.VerifyRead() == nil) {
+				return fmt.Errorf("slot %d readable on the cut-off %s (raft leader: %t)", s, victim, r.IsLeader())
+			}
+		}
+		return nil
+	})
+	t.Logf("the cut-off %s serves no reads %v after the cut", victim, time.Since(cut).Round(time.Millisecond))
 	testutil.Eventually(t, 30*time.Second, "the isolated node's slots led by the others", func() error {
 		for _, n := range tc.live() {
 			if n.ID() == victim {
