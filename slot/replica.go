@@ -955,6 +955,13 @@ const offsetEvery = 200 * time.Millisecond
 func (r *Replica) maintain(ctx context.Context) {
 	t := time.NewTicker(r.cfg.MaintenanceInterval)
 	defer t.Stop()
+	// The scheduler's cursor moves with the clock, so an idle leader had
+	// a new offset to propose on every tick: one raft entry (fsyncs on
+	// three nodes) per slot every 30 s for nothing — ~11 a second per node
+	// at 1,024 slots (docs/scaling.md). With nothing applied since the
+	// last advance there is nothing new below the cursor to skip (no
+	// outcome, create or delete), so the advance waits for activity.
+	var advancedAt uint64 // applied index after the last advance here
 	for {
 		select {
 		case <-ctx.Done():
@@ -967,10 +974,15 @@ func (r *Replica) maintain(ctx context.Context) {
 		if err := r.dropTombstones(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("tombstone cleanup failed; will retry", "error", err)
 		}
+		if advancedAt != 0 && r.g.AppliedIndex() == advancedAt {
+			continue
+		}
 		if cmd := r.offsetCmd(); cmd != nil {
 			if _, err := r.outcomes.Propose(ctx, cmd); err != nil && ctx.Err() == nil {
 				r.log.Warn("offset advance failed; will retry", "error", err)
 				r.lastOffset.Store(0)
+			} else if err == nil {
+				advancedAt = r.g.AppliedIndex()
 			}
 		}
 	}
