@@ -53,7 +53,7 @@ type hurryPlan struct {
 type peerView struct {
 	last    uint64
 	dead    bool
-	follows bool // its replica names that leader (one that knows no leader, e.g. just restarted, will not campaign)
+	follows bool // its replica names that leader or campaigns itself (one that knows no leader, e.g. just reopened, will not campaign)
 }
 
 // agreeWait bounds how long the follower picked to campaign waits for
@@ -336,8 +336,7 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 		}
 		if rep := n.slots.Get(s); rep != nil && slices.Contains(rep.Voters(), n.ID()) {
 			resp.Last[i] = rep.LastIndex()
-			id, _ := rep.Leader()
-			resp.Follows[i] = leader != "" && id == leader
+			resp.Follows[i] = rep.Follows(leader)
 		}
 	}
 	if old {

@@ -470,7 +470,52 @@ func (g *Group) Campaign(dead string) bool {
 	if dead != "" {
 		g.cfg.Logger.Info("leader unreachable: campaigning now (timeout-now)", "group", g.cfg.Name, "leader", dead)
 	}
+	g.campaignRetries(dead)
 	return true
+}
+
+// Follows reports whether this replica names leader as its leader, or is
+// campaigning or leading itself (then it knows no leader because it
+// started an election, possibly past leader). The hurry order asks it: a
+// replica that knows no leader and is not campaigning (reopened moments
+// ago) will not plan an election, so its vote goes to another follower.
+func (g *Group) Follows(leader string) bool {
+	if g.raft.State() == raft.Candidate || g.raft.State() == raft.Leader {
+		return true
+	}
+	_, id := g.raft.LeaderWithID()
+	return leader != "" && string(id) == leader
+}
+
+// campaignRetries keeps a campaigning replica's timeouts at the lease until
+// the group has a leader other than dead (or hurryLimit): should its
+// election fail — a split vote, a lost vote — the next starts after 2.5–5 s
+// rather than after the slots' 5–10 s election timeout.
+func (g *Group) campaignRetries(dead string) {
+	g.hurryMu.Lock()
+	select {
+	case <-g.closed:
+		g.hurryMu.Unlock()
+		return
+	default:
+	}
+	if g.hurried != "" {
+		g.hurryMu.Unlock()
+		return
+	}
+	g.hurried = "(campaign)"
+	g.wg.Add(1)
+	g.hurryMu.Unlock()
+	go func() {
+		if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
+			g.hurryMu.Lock()
+			g.hurried = ""
+			g.hurryMu.Unlock()
+			g.wg.Done()
+			return
+		}
+		g.unhurry(dead, nil)
+	}()
 }
 
 // hurryLimit bounds how long a follower keeps the short timeouts.
@@ -528,9 +573,7 @@ func (g *Group) Bootstrap(servers []raft.Server) error {
 		// With a transport that can inject it, a TimeoutNow starts the
 		// first election at once (votes wait for the peers to open the
 		// group, rpc/beat voteOpenWait); otherwise the hurried timeouts.
-		if g.Campaign("") {
-			g.hurryFirstRetries()
-		} else {
+		if !g.Campaign("") {
 			g.campaignFirst()
 		}
 	}
@@ -560,37 +603,6 @@ func (g *Group) campaignFirst() {
 	g.wg.Add(1)
 	g.hurryMu.Unlock()
 	go g.hurry("", 0, nil)
-}
-
-// hurryFirstRetries keeps a new group's timeouts at the lease until it
-// has a leader, after its first campaign (a TimeoutNow) started: should
-// that election fail (a vote lost while the cluster forms), the next one
-// starts 2.5–5 s later rather than after the slots' 5–10 s.
-func (g *Group) hurryFirstRetries() {
-	g.hurryMu.Lock()
-	select {
-	case <-g.closed:
-		g.hurryMu.Unlock()
-		return
-	default:
-	}
-	if g.hurried != "" {
-		g.hurryMu.Unlock()
-		return
-	}
-	g.hurried = "(none)"
-	g.wg.Add(1)
-	g.hurryMu.Unlock()
-	go func() {
-		if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
-			g.hurryMu.Lock()
-			g.hurried = ""
-			g.hurryMu.Unlock()
-			g.wg.Done()
-			return
-		}
-		g.unhurry("", nil)
-	}()
 }
 
 // watchLeadership runs OnLeader while this replica leads. It listens on

@@ -546,6 +546,10 @@ func (r *Replica) Expedite(dead string, stagger time.Duration, alive func() bool
 // (raftgroup.Group.Campaign); CanCampaign reports whether it can.
 func (r *Replica) Campaign(dead string) bool { return r.g.Campaign(dead) }
 
+// Follows reports whether this replica names leader, or campaigns or
+// leads itself (raftgroup.Group.Follows).
+func (r *Replica) Follows(leader string) bool { return r.g.Follows(leader) }
+
 // CanCampaign reports whether Campaign can work (raftgroup.Group.CanCampaign).
 func (r *Replica) CanCampaign() bool { return r.g.CanCampaign() }
 
