@@ -124,6 +124,8 @@ type Group struct {
 
 	hurryMu sync.Mutex
 	hurried string // the dead leader this follower is hurrying past; "" when not
+	// campaignedPast is the leader the last Campaign went past (Follows).
+	campaignedPast atomic.Value
 
 	nudge nudger // Nudge (nudge.go)
 
@@ -467,6 +469,7 @@ func (g *Group) Campaign(dead string) bool {
 		g.cfg.Logger.Warn("could not start an election", "group", g.cfg.Name, "error", err)
 		return false
 	}
+	g.campaignedPast.Store(dead)
 	if dead != "" {
 		g.cfg.Logger.Info("leader unreachable: campaigning now (timeout-now)", "group", g.cfg.Name, "leader", dead)
 	}
@@ -480,8 +483,16 @@ func (g *Group) Campaign(dead string) bool {
 // replica that knows no leader and is not campaigning (reopened moments
 // ago) will not plan an election, so its vote goes to another follower.
 func (g *Group) Follows(leader string) bool {
-	if g.raft.State() == raft.Candidate || g.raft.State() == raft.Leader {
+	switch g.raft.State() {
+	case raft.Leader:
 		return true
+	case raft.Candidate:
+		// Only a campaign Campaign started past leader: a candidate of
+		// its own (a reopened replica's pre-vote) is refused by voters
+		// that still follow leader, and would hold up the one to pick.
+		if p, _ := g.campaignedPast.Load().(string); p == leader {
+			return true
+		}
 	}
 	_, id := g.raft.LeaderWithID()
 	return leader != "" && string(id) == leader
