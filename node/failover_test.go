@@ -81,27 +81,90 @@ func TestFailoverWithinTwoSeconds(t *testing.T) {
 }
 
 // The followers of a group whose leader died learn each other's last log
-// index (methodLastIndexes) to order their hurried elections; each answer
-// is that node's own replica's index.
+// index (methodLastIndexes) to order their hurried elections, and each
+// other's liveness verdict on the leader; each answer is that node's own
+// replica's index and its own verdict (a live leader: not dead).
 func TestFollowersTellTheirLastLogIndexes(t *testing.T) {
 	tc := startCluster(t, 3, nil)
 	tc.waitReady(30 * time.Second)
 	asker := tc.live()[0]
-	byPeer := map[string][]string{}
+	byPeer := map[string]*lastIndexesReq{}
 	for _, n := range tc.live()[1:] {
-		byPeer[n.ID()] = []string{metaGroupKey, groupKey(0), "no-such-group"}
+		byPeer[n.ID()] = &lastIndexesReq{Groups: []string{metaGroupKey, groupKey(0), "no-such-group"}, Leaders: []string{asker.ID(), asker.ID(), asker.ID()}}
 	}
-	got := asker.askLastIndexes(byPeer)
+	got := asker.askViews(byPeer)
 	for _, n := range tc.live()[1:] {
 		m := got[n.ID()]
-		if m[metaGroupKey] == 0 || m[metaGroupKey] > n.meta.LastIndex() {
-			t.Fatalf("%s: meta last index %d, its replica's is %d", n.ID(), m[metaGroupKey], n.meta.LastIndex())
+		if m[metaGroupKey].last == 0 || m[metaGroupKey].last > n.meta.LastIndex() {
+			t.Fatalf("%s: meta last index %d, its replica's is %d", n.ID(), m[metaGroupKey].last, n.meta.LastIndex())
 		}
-		if rep := n.slots.Get(0); rep != nil && (m[groupKey(0)] == 0 || m[groupKey(0)] > rep.LastIndex()) {
-			t.Fatalf("%s: slot 0 last index %d, its replica's is %d", n.ID(), m[groupKey(0)], rep.LastIndex())
+		if rep := n.slots.Get(0); rep != nil && (m[groupKey(0)].last == 0 || m[groupKey(0)].last > rep.LastIndex()) {
+			t.Fatalf("%s: slot 0 last index %d, its replica's is %d", n.ID(), m[groupKey(0)].last, rep.LastIndex())
 		}
 		if _, ok := m["no-such-group"]; ok {
 			t.Fatalf("%s answered an index for a group it has no replica of", n.ID())
+		}
+		if m[metaGroupKey].dead {
+			t.Fatalf("%s finds %s dead, a live node", n.ID(), asker.ID())
+		}
+	}
+}
+
+// A follower that alone finds a slot's leader dead (a one-way fault, an
+// asymmetric partition) must not depose it: the TimeoutNow that makes the
+// picked follower campaign skips raft's leader stickiness, so it is sent
+// only when every other follower finds the leader dead too. Here both
+// followers are told the leader died while the liveness check (theirs and
+// each other's) still hears it: neither campaigns, the leader stays.
+func TestLoneFollowerDoesNotDeposeTheLeader(t *testing.T) {
+	tc := startCluster(t, 3, func(_ int, c *Config) { c.Timing = raftgroup.Timing{} })
+	tc.waitReady(30 * time.Second)
+	const s = 0
+	var leader string
+	var followers []*Node
+	testutil.Eventually(t, 10*time.Second, "slot 0 led and followed by all", func() error {
+		leader, followers = "", nil
+		for _, n := range tc.live() {
+			rep := n.slots.Get(s)
+			if rep == nil {
+				return fmt.Errorf("%s has no replica", n.ID())
+			}
+			id, _ := rep.Leader()
+			if id == "" || (leader != "" && id != leader) {
+				return fmt.Errorf("%s: leader %q", n.ID(), id)
+			}
+			leader = id
+			if !rep.IsLeader() {
+				followers = append(followers, n)
+			}
+		}
+		if len(followers) != 2 {
+			return fmt.Errorf("%d followers", len(followers))
+		}
+		return nil
+	})
+	done := make(chan struct{}, len(followers))
+	for _, f := range followers {
+		rep := f.slots.Get(s)
+		var others []string
+		for _, v := range rep.Voters() {
+			if v != leader && v != f.ID() {
+				others = append(others, v)
+			}
+		}
+		plan := hurryPlan{group: groupKey(s), leader: leader, others: others, last: rep.LastIndex(), hurry: rep.Expedite,
+			campaign: rep.Campaign, leaderNow: func() string { id, _ := rep.Leader(); return id }}
+		go func() {
+			f.hurryInOrder([]hurryPlan{plan})
+			done <- struct{}{}
+		}()
+	}
+	for range followers {
+		<-done // the picked follower gave up waiting for agreement (agreeWait)
+	}
+	for _, n := range tc.live() {
+		if id, _ := n.slots.Get(s).Leader(); id != leader {
+			t.Fatalf("%s: slot %d led by %q, was %q: a healthy leader deposed", n.ID(), s, id, leader)
 		}
 	}
 }

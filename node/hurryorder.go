@@ -13,8 +13,14 @@ import (
 	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
-// methodLastIndexes asks a peer for the last log index of some of its
-// replicas: JSON []string group keys → JSON []uint64 (0: no such replica).
+// methodLastIndexes asks a peer about some of its replicas, for the
+// followers of groups whose leader died: the last log index of each, and
+// the peer's own liveness verdict on the leader each group had.
+// Request: JSON {"groups": [group keys], "leaders": [leader ids]} (or,
+// from older nodes, only the JSON []string of group keys); answer: JSON
+// {"last": [uint64, 0: no such replica], "dead": [bool: the peer finds the
+// leader dead], "follows": [bool: its replica names that leader]} (to
+// older nodes only the JSON []uint64).
 const methodLastIndexes peer.Method = 41
 
 // metaGroupKey names the meta group in a methodLastIndexes request; a
@@ -34,43 +40,104 @@ type hurryPlan struct {
 	others []string // the group's other live followers
 	last   uint64   // this replica's last log index
 	hurry  func(dead string, stagger time.Duration, alive func() bool)
+	// campaign, when set, makes the replica campaign now through a
+	// TimeoutNow (raftgroup Campaign; slots) and reports whether it did.
+	campaign func(dead string) bool
+	// leaderNow is the replica's leader now (to stop waiting once the
+	// group has elected one).
+	leaderNow func() string
 }
 
-// hurryInOrder hurries the elections of groups whose leader died, each
-// follower at its place in hurryOrder. Why the order matters: the first
-// candidate is refused by the other followers, which still name the old
-// leader; the next one wins — unless its log is shorter than the first's,
-// which then refuses it, and both wait out raft's randomised 0.5–1 s
-// election timeout (2.1–2.3 s failovers in the short nemesis, where the
-// dead leader's last entries had reached one follower only). So the
-// followers ask each other for their last log index and the longest log
-// goes last.
+// peerView is what a peer answered about one group: its replica's last
+// log index and whether it finds the group's leader dead too.
+type peerView struct {
+	last    uint64
+	dead    bool
+	follows bool // its replica names that leader or campaigns itself (one that knows no leader, e.g. just reopened, will not campaign)
+}
+
+// agreeWait bounds how long the follower picked to campaign waits for
+// the others to find the leader dead too (their liveness checks see a
+// killed leader within a ping interval of each other, a silent one within
+// about that); agreePoll is how often it asks them again meanwhile.
+const (
+	agreeWait = 2 * time.Second
+	agreePoll = 50 * time.Millisecond
+)
+
+// hurryInOrder makes the followers of groups whose leader died elect a
+// new one. The follower with the longest log (ties: the highest id) is
+// the one to campaign: where its replica can (slots: raftgroup Campaign),
+// it starts the election at once with a TimeoutNow, which the other
+// voters grant although they still name the old leader — so it does so
+// only once every other live follower answered that it finds the leader
+// dead too (a follower that alone lost the leader must not depose it);
+// until then it asks them again every agreePoll, for up to agreeWait.
+// Every follower also hurries its election the old way (Expedite: raft's
+// timeouts drop to the leader lease, pre-vote on), staggered in that
+// order, which is what the meta group does and what a slot falls back to
+// when the others never agree: the first candidate is refused by the
+// other followers, which still name the old leader; the next one wins —
+// unless its log is shorter than the first's, which then refuses it (so
+// the longest log goes last).
 func (n *Node) hurryInOrder(plans []hurryPlan) {
-	byPeer := map[string][]string{}
-	for _, p := range plans {
-		for _, o := range p.others {
-			byPeer[o] = append(byPeer[o], p.group)
-		}
-	}
-	known := n.askLastIndexes(byPeer)
+	known := n.askPeers(plans)
+	var waiting []hurryPlan
 	for _, p := range plans {
 		pos := hurryOrder(n.ID(), p.last, p.others, func(peer string) (uint64, bool) {
 			v, ok := known[peer][p.group]
-			return v, ok
+			return v.last, ok
 		})
 		dead := p.leader
 		theirs := make([]string, 0, len(p.others))
 		for _, o := range p.others {
 			if v, ok := known[o][p.group]; ok {
-				theirs = append(theirs, fmt.Sprintf("%s:%d", o, v))
+				theirs = append(theirs, fmt.Sprintf("%s:%d:dead=%t", o, v.last, v.dead))
 			} else {
 				theirs = append(theirs, o+":?")
 			}
 		}
+		pick, agreed := campaignDecision(n.ID(), p, known)
 		n.log.Info("hurrying an election after its leader died", "group", p.group, "leader", dead,
-			"last_index", p.last, "others", strings.Join(theirs, ","), "place", pos)
+			"last_index", p.last, "others", strings.Join(theirs, ","), "place", pos, "campaign", pick, "agreed", agreed)
+		if pick && agreed && p.campaign(dead) {
+			continue
+		}
+		if pick && !agreed && n.startAwait(p) {
+			waiting = append(waiting, p)
+		}
 		p.hurry(dead, time.Duration(pos)*hurryStagger, func() bool { return !n.live.Dead(dead) })
 	}
+	if len(waiting) > 0 {
+		n.awaitAgreement(waiting)
+	}
+}
+
+// campaignDecision says whether this follower is the one to campaign for
+// p (it can, every other live follower answered, and its log is the
+// longest, ties broken by the highest id) and
+// whether every one of them also finds the leader dead.
+func campaignDecision(self string, p hurryPlan, known map[string]map[string]peerView) (pick, agreed bool) {
+	if p.campaign == nil || len(p.others) == 0 {
+		return false, false
+	}
+	agreed = true
+	for _, o := range p.others {
+		v, ok := known[o][p.group]
+		if !ok {
+			return false, false
+		}
+		agreed = agreed && v.dead
+	}
+	// hurryOrder's last place, except that a follower that names no
+	// leader (it will not plan an election) does not count against an
+	// equal log: its vote goes to this one.
+	pick = true
+	for _, o := range p.others {
+		v := known[o][p.group]
+		pick = pick && (v.last < p.last || (v.last == p.last && (o < self || !v.follows)))
+	}
+	return pick, agreed
 }
 
 // hurryOrder is this follower's place among a group's live followers: by
@@ -92,13 +159,113 @@ func hurryOrder(self string, last uint64, others []string, index func(string) (u
 	return pos
 }
 
-// askLastIndexes asks each peer, at once, for its last log index in the
-// given groups.
-func (n *Node) askLastIndexes(byPeer map[string][]string) map[string]map[string]uint64 {
-	out := map[string]map[string]uint64{}
+// startAwait marks p as waiting for the others' verdicts; false if a
+// wait for it runs already (the liveness reactor plans a group again
+// while it still follows the dead leader).
+func (n *Node) startAwait(p hurryPlan) bool {
+	key := p.group + "/" + p.leader
+	n.awaitMu.Lock()
+	defer n.awaitMu.Unlock()
+	if n.awaiting[key] {
+		return false
+	}
+	if n.awaiting == nil {
+		n.awaiting = map[string]bool{}
+	}
+	n.awaiting[key] = true
+	return true
+}
+
+func (n *Node) endAwait(p hurryPlan) {
+	n.awaitMu.Lock()
+	delete(n.awaiting, p.group+"/"+p.leader)
+	n.awaitMu.Unlock()
+}
+
+// awaitAgreement asks the other followers of the waiting groups again
+// every agreePoll until, for each group, they all find its leader dead
+// (then the replica campaigns, if it is still the one to), the group has
+// another leader, the leader answers again, or agreeWait passed (then the
+// hurry started alongside is what remains).
+func (n *Node) awaitAgreement(waiting []hurryPlan) {
+	defer func() {
+		for _, p := range waiting {
+			n.endAwait(p)
+		}
+	}()
+	deadline := time.Now().Add(agreeWait)
+	tick := time.NewTicker(agreePoll)
+	defer tick.Stop()
+	for len(waiting) > 0 && time.Now().Before(deadline) {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		live := waiting[:0:0]
+		for _, p := range waiting {
+			if p.leaderNow() == p.leader && n.live.Dead(p.leader) {
+				live = append(live, p)
+			}
+		}
+		if len(live) == 0 {
+			break
+		}
+		known := n.askPeers(live)
+		waiting = live[:0:0]
+		for _, p := range live {
+			pick, agreed := campaignDecision(n.ID(), p, known)
+			switch {
+			case pick && agreed:
+				n.log.Info("the other followers find the leader dead too: campaigning", "group", p.group, "leader", p.leader)
+				p.campaign(p.leader)
+			case pick:
+				waiting = append(waiting, p)
+			}
+		}
+	}
+	for _, p := range waiting {
+		n.log.Info("the other followers still hear the leader: not deposing it", "group", p.group, "leader", p.leader)
+	}
+}
+
+// lastIndexesReq and lastIndexesResp are methodLastIndexes' bodies.
+type lastIndexesReq struct {
+	Groups  []string `json:"groups"`
+	Leaders []string `json:"leaders"`
+}
+
+type lastIndexesResp struct {
+	Last    []uint64 `json:"last"`
+	Dead    []bool   `json:"dead"`
+	Follows []bool   `json:"follows"`
+}
+
+// askPeers asks the other followers of the plans' groups, each peer once
+// and all at once, what they see of those groups.
+func (n *Node) askPeers(plans []hurryPlan) map[string]map[string]peerView {
+	byPeer := map[string]*lastIndexesReq{}
+	for _, p := range plans {
+		for _, o := range p.others {
+			r := byPeer[o]
+			if r == nil {
+				r = &lastIndexesReq{}
+				byPeer[o] = r
+			}
+			r.Groups = append(r.Groups, p.group)
+			r.Leaders = append(r.Leaders, p.leader)
+		}
+	}
+	return n.askViews(byPeer)
+}
+
+// askViews sends each peer its request, at once, and gathers the answers
+// (a peer that does not answer in hurryAsk is left out).
+func (n *Node) askViews(byPeer map[string]*lastIndexesReq) map[string]map[string]peerView {
+	out := map[string]map[string]peerView{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for p, groups := range byPeer {
+	for p, req := range byPeer {
 		addr := n.live.Addr(p)
 		if addr == "" {
 			continue
@@ -108,20 +275,23 @@ func (n *Node) askLastIndexes(byPeer map[string][]string) map[string]map[string]
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), hurryAsk)
 			defer cancel()
-			body, _ := json.Marshal(groups)
+			body, _ := json.Marshal(req)
 			reply, err := n.rpc.Call(ctx, addr, methodLastIndexes, body)
-			var idx []uint64
+			var resp lastIndexesResp
 			if err == nil {
-				err = json.Unmarshal(reply, &idx)
+				err = json.Unmarshal(reply, &resp)
 			}
-			if err != nil || len(idx) != len(groups) {
-				n.log.Debug("no last log indexes from a peer; its hurried elections are ordered by id", "peer", p, "error", err)
+			if err == nil && (len(resp.Last) != len(req.Groups) || len(resp.Dead) != len(req.Groups) || len(resp.Follows) != len(req.Groups)) {
+				err = fmt.Errorf("%d answers to %d groups", len(resp.Last), len(req.Groups))
+			}
+			if err != nil {
+				n.log.Debug("no answer from a peer about groups whose leader died; its hurried elections are ordered by id", "peer", p, "error", err)
 				return
 			}
-			m := make(map[string]uint64, len(groups))
-			for i, g := range groups {
-				if idx[i] > 0 {
-					m[g] = idx[i]
+			m := make(map[string]peerView, len(req.Groups))
+			for i, g := range req.Groups {
+				if resp.Last[i] > 0 {
+					m[g] = peerView{last: resp.Last[i], dead: resp.Dead[i], follows: resp.Follows[i]}
 				}
 			}
 			mu.Lock()
@@ -135,14 +305,29 @@ func (n *Node) askLastIndexes(byPeer map[string][]string) map[string]map[string]
 
 // serveLastIndexes answers methodLastIndexes.
 func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) {
-	var groups []string
-	if err := json.Unmarshal(body, &groups); err != nil {
-		return nil, fmt.Errorf("last indexes: %w", err)
+	var req lastIndexesReq
+	old := false
+	if err := json.Unmarshal(body, &req); err != nil {
+		// An older node sends only the group keys.
+		if err2 := json.Unmarshal(body, &req.Groups); err2 != nil {
+			return nil, fmt.Errorf("last indexes: %w", err)
+		}
+		old = true
 	}
-	out := make([]uint64, len(groups))
-	for i, g := range groups {
+	k := len(req.Groups)
+	resp := lastIndexesResp{Last: make([]uint64, k), Dead: make([]bool, k), Follows: make([]bool, k)}
+	for i, g := range req.Groups {
+		leader := ""
+		if i < len(req.Leaders) {
+			leader = req.Leaders[i]
+		}
+		if leader != "" {
+			resp.Dead[i] = n.live.Dead(leader)
+		}
 		if g == metaGroupKey {
-			out[i] = n.meta.LastIndex()
+			resp.Last[i] = n.meta.LastIndex()
+			id, _ := n.meta.Leader()
+			resp.Follows[i] = leader != "" && id == leader
 			continue
 		}
 		s, err := strconv.Atoi(strings.TrimSpace(g))
@@ -150,8 +335,12 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 			continue
 		}
 		if rep := n.slots.Get(s); rep != nil && slices.Contains(rep.Voters(), n.ID()) {
-			out[i] = rep.LastIndex()
+			resp.Last[i] = rep.LastIndex()
+			resp.Follows[i] = rep.Follows(leader)
 		}
 	}
-	return json.Marshal(out)
+	if old {
+		return json.Marshal(resp.Last)
+	}
+	return json.Marshal(resp)
 }

@@ -46,6 +46,19 @@ func livenessTiming(t raftgroup.Timing) (interval, lease, deadAfter time.Duratio
 	return interval, lease, deadAfter
 }
 
+// beatFlush is how long the slots' coalesced heartbeats to a peer wait
+// for company (rpc/beat Options.Flush): a 25th of the slots' raft lease —
+// 20 ms with a 500 ms lease, 100 ms with the slots' production 2.5 s
+// (heartbeats every 0.5-1 s: at 20 ms a batch carried ~1.4 of them, so
+// nearly every heartbeat was its own call and wake-up).
+func beatFlush(t raftgroup.Timing) time.Duration {
+	lease := slot.SlotLeaderLease
+	if t.HeartbeatTimeout != 0 {
+		lease = t.WithDefaults().LeaderLeaseTimeout
+	}
+	return lease / 25
+}
+
 // livePeers is what the liveness check pings: every member of the node
 // table that has not left.
 func (n *Node) livePeers() map[string]string {
@@ -80,7 +93,11 @@ func (n *Node) watchLiveness() {
 		n.live.Run(ctx)
 	}()
 	defer func() { cancel(); wg.Wait() }()
-	tick := time.NewTicker(100 * time.Millisecond)
+	// The loop wakes every reactTick only while there is something to
+	// retry (a peer dead, the clock out of bounds); otherwise only the
+	// tracker's verdict changes wake it (kickLiveness), so an idle node
+	// does not wake ten times a second for nothing.
+	tick := time.NewTimer(reactTick)
 	defer tick.Stop()
 	r := &livenessReactor{n: n, dropped: map[string]bool{}, hurried: map[string]time.Time{}, handing: map[int]time.Time{}}
 	for {
@@ -90,9 +107,16 @@ func (n *Node) watchLiveness() {
 		case <-n.liveKick:
 		case <-tick.C:
 		}
-		r.react()
+		if r.react() {
+			tick.Reset(reactTick)
+		}
 	}
 }
+
+// reactTick is how often the reaction loop runs while a peer is dead or
+// the clock is out of bounds (hurried elections retried, leaderships
+// handed away).
+const reactTick = 100 * time.Millisecond
 
 type livenessReactor struct {
 	n       *Node
@@ -117,7 +141,9 @@ const hurryStagger = 150 * time.Millisecond
 // (3.03 s for a paused leader in the nemesis).
 const hurryRetry = 300 * time.Millisecond
 
-func (r *livenessReactor) react() {
+// react reacts to the tracker's verdicts; it reports whether it must run
+// again soon (a peer dead, the clock out of bounds).
+func (r *livenessReactor) react() bool {
 	n := r.n
 	dead := n.live.DeadPeers()
 	for _, d := range dead {
@@ -154,7 +180,8 @@ func (r *livenessReactor) react() {
 		var plans []hurryPlan
 		// voters and last are read only for groups whose leader is dead
 		// (this runs every 100 ms while a peer is dead).
-		add := func(name string, leader string, voters func() []string, last func() uint64, hurry func(string, time.Duration, func() bool)) {
+		add := func(name string, leader string, voters func() []string, last func() uint64, hurry func(string, time.Duration, func() bool),
+			campaign func(string) bool, leaderNow func() string) {
 			if leader == "" || leader == n.ID() || !slices.Contains(dead, leader) {
 				return
 			}
@@ -169,14 +196,19 @@ func (r *livenessReactor) react() {
 					others = append(others, v)
 				}
 			}
-			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, last: last(), hurry: hurry})
+			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, last: last(), hurry: hurry,
+				campaign: campaign, leaderNow: leaderNow})
 		}
 		for _, rep := range n.slots.All() {
 			id, _ := rep.Leader()
-			add(groupKey(rep.Slot()), id, rep.Voters, rep.LastIndex, rep.Expedite)
+			var campaign func(string) bool
+			if rep.CanCampaign() {
+				campaign = rep.Campaign
+			}
+			add(groupKey(rep.Slot()), id, rep.Voters, rep.LastIndex, rep.Expedite, campaign, func() string { id, _ := rep.Leader(); return id })
 		}
 		id, _ := n.meta.Leader()
-		add(metaGroupKey, id, n.meta.Voters, n.meta.LastIndex, n.meta.Expedite)
+		add(metaGroupKey, id, n.meta.Voters, n.meta.LastIndex, n.meta.Expedite, nil, func() string { id, _ := n.meta.Leader(); return id })
 		if len(plans) > 0 {
 			// Asking the other followers takes a round trip; the
 			// reactor must not wait for it.
@@ -200,6 +232,8 @@ func (r *livenessReactor) react() {
 	} else {
 		clear(r.handing)
 	}
+	ex, _ := n.live.Exceeded()
+	return len(dead) > 0 || ex || len(r.hurried) > 0
 }
 
 // clockReady is /readyz's clock condition.

@@ -52,3 +52,48 @@ func TestHurryOrder(t *testing.T) {
 		})
 	}
 }
+
+// The follower with the longest log (ties: the highest id) is the one to
+// campaign, and it may only once every other live follower answered that
+// it finds the leader dead too: one that still hears the leader, or that
+// did not answer, keeps the leader in place.
+func TestCampaignDecision(t *testing.T) {
+	yes := func(string) bool { return true }
+	view := func(last uint64, dead bool) peerView { return peerView{last: last, dead: dead, follows: true} }
+	cases := []struct {
+		name         string
+		self         string
+		last         uint64
+		campaign     func(string) bool
+		others       map[string]peerView // nil entry: no answer
+		pick, agreed bool
+	}{
+		{"longest log, all agree", "n2", 11, yes, map[string]peerView{"n3": view(10, true)}, true, true},
+		{"longest log, the other still hears the leader", "n2", 11, yes, map[string]peerView{"n3": view(10, false)}, true, false},
+		{"shorter log", "n2", 9, yes, map[string]peerView{"n3": view(10, true)}, false, true},
+		{"equal logs, higher id", "n3", 10, yes, map[string]peerView{"n2": view(10, true)}, true, true},
+		{"equal logs, lower id", "n2", 10, yes, map[string]peerView{"n3": view(10, true)}, false, true},
+		{"no answer", "n2", 11, yes, map[string]peerView{"n3": {}}, false, false},
+		{"equal logs, lower id, the other names no leader (restarted)", "n2", 10, yes, map[string]peerView{"n3": {last: 10, dead: true}}, true, true},
+		{"shorter log, the other names no leader", "n2", 9, yes, map[string]peerView{"n3": {last: 10, dead: true}}, false, true},
+		{"five voters, one still hears it", "n5", 12, yes, map[string]peerView{"n2": view(10, true), "n3": view(12, false), "n4": view(11, true)}, true, false},
+		{"cannot campaign (meta)", "n2", 11, nil, map[string]peerView{"n3": view(10, true)}, false, false},
+		{"no other follower", "n2", 11, yes, map[string]peerView{}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := hurryPlan{group: "7", leader: "n1", last: c.last, campaign: c.campaign}
+			known := map[string]map[string]peerView{}
+			for o, v := range c.others {
+				p.others = append(p.others, o)
+				if v != (peerView{}) {
+					known[o] = map[string]peerView{"7": v}
+				}
+			}
+			pick, agreed := campaignDecision(c.self, p, known)
+			if pick != c.pick || (pick && agreed != c.agreed) {
+				t.Fatalf("pick %t agreed %t, want %t %t", pick, agreed, c.pick, c.agreed)
+			}
+		})
+	}
+}

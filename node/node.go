@@ -65,10 +65,14 @@ type Node struct {
 	metrics   *metrics
 	live      *liveness.Tracker
 	liveKick  chan struct{}
-	dclock    *debugClock // --debug-faults only
-	api       *httpapi.Server
-	httpLn    net.Listener
-	pprof     *http.Server
+	// awaiting: groups (key/dead leader) whose replica here waits for the
+	// other followers' verdicts before it campaigns (hurryorder.go).
+	awaitMu  sync.Mutex
+	awaiting map[string]bool
+	dclock   *debugClock // --debug-faults only
+	api      *httpapi.Server
+	httpLn   net.Listener
+	pprof    *http.Server
 
 	stop      chan struct{}  // closed when the node stops: ends its own loops
 	loops     sync.WaitGroup // the node's own loops (resuming deletions)
@@ -140,7 +144,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
 	n.rpcSrv.SetClock(cfg.Clock)
 	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
-	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log})
+	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log, Flush: beatFlush(cfg.Timing)})
 	n.beats.Serve(n.rpcSrv)
 	interval, lease, deadAfter := livenessTiming(cfg.Timing)
 	n.live = liveness.New(liveness.Config{

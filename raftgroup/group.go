@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,8 @@ import (
 // (Expedite). LeaderLeaseTimeout is both the leader's check-quorum (it
 // steps down after that long without a majority) and the timeouts of a
 // hurried follower (raft requires a heartbeat timeout of at least it).
+// The slot groups run much longer ones (slot.SlotHeartbeatTimeout) and
+// fail over through Campaign instead (DESIGN.md).
 type Timing struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -121,6 +124,8 @@ type Group struct {
 
 	hurryMu sync.Mutex
 	hurried string // the dead leader this follower is hurrying past; "" when not
+	// campaignedPast is the leader the last Campaign went past (Follows).
+	campaignedPast atomic.Value
 
 	nudge nudger // Nudge (nudge.go)
 
@@ -228,8 +233,66 @@ func Open(cfg Config) (*Group, error) {
 	g.wg.Add(1)
 	go g.watchLeadership()
 	g.observe()
+	if existing, _ := g.HasState(); existing && g.CanCampaign() {
+		g.wg.Add(1)
+		go g.electAfterRestart()
+	}
 	return g, nil
 }
+
+// electAfterRestart hurries the first election of a replica that was
+// reopened (a node restarted) while it knows no leader. With the slots'
+// long timeouts a follower on its own waits 5–10 s before it campaigns,
+// and when every node restarts (the nemesis's kill-all) nobody knows a
+// leader: jobs were late by 5–7 s. So the replica lowers its timeouts to
+// the lease, which makes raft check at once and campaign — with a
+// pre-vote, so where the others still follow a leader (only this node
+// restarted) they refuse and nothing is disrupted. The voters of a group
+// take turns by their place in its configuration, restartStagger apart,
+// each only if no leader is known by then, so the first one usually wins
+// alone.
+func (g *Group) electAfterRestart() {
+	voters := g.Voters()
+	pos := slices.Index(voters, g.cfg.NodeID)
+	if len(voters) < 2 || pos < 0 {
+		g.wg.Done()
+		return
+	}
+	select {
+	case <-g.closed:
+		g.wg.Done()
+		return
+	case <-time.After(time.Duration(pos) * restartStagger):
+	}
+	g.hurryMu.Lock()
+	id, _ := g.Leader()
+	if g.hurried != "" || id != "" || g.raft.State() != raft.Follower {
+		g.hurryMu.Unlock()
+		g.wg.Done()
+		return
+	}
+	select {
+	case <-g.closed:
+		g.hurryMu.Unlock()
+		g.wg.Done()
+		return
+	default:
+	}
+	g.hurried = "(restart)"
+	g.hurryMu.Unlock()
+	if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
+		g.cfg.Logger.Warn("could not hurry the election after a restart", "group", g.cfg.Name, "error", err)
+		g.hurryMu.Lock()
+		g.hurried = ""
+		g.hurryMu.Unlock()
+		g.wg.Done()
+		return
+	}
+	g.unhurry("", nil) // ends with g.wg.Done()
+}
+
+// restartStagger: see electAfterRestart.
+const restartStagger = 300 * time.Millisecond
 
 // closeTransport closes t, or inner when t cannot be closed.
 func closeTransport(t raft.Transport, inner *raft.NetworkTransport) {
@@ -358,6 +421,114 @@ func (g *Group) unhurry(dead string, alive func() bool) {
 	g.hurryMu.Unlock()
 }
 
+// injector is a transport that can hand an RPC to its own group's raft
+// through its consumer channel (rpc/beat's Transport).
+type injector interface{ Inject(raft.RPC) error }
+
+// CanCampaign reports whether Campaign can work here: the group's
+// transport can hand its raft a TimeoutNow (the slots' rpc/beat transport;
+// not the meta group's stock one).
+func (g *Group) CanCampaign() bool {
+	_, ok := g.trans.(injector)
+	return ok
+}
+
+// Campaign makes this replica, a follower of dead, start an election now:
+// it hands its own raft a TimeoutNow through the transport's consumer
+// channel, as the target of a leadership transfer receives one. raft then
+// campaigns at once, without a pre-vote, and the other voters grant the
+// vote even while they still name dead as their leader (the vote carries
+// raft's leadership-transfer flag); raft's up-to-date-log rule still
+// holds, so safety is unchanged. What it skips is leader stickiness: the
+// caller must know that the other voters also find dead dead (node's
+// hurry order asks them), or an asymmetric partition would depose a
+// healthy leader. dead == "" campaigns a follower that knows no leader (a
+// new group's first election). It reports whether the TimeoutNow went in.
+//
+// Failover thus needs no short raft timeouts: the slot groups run long
+// heartbeat timeouts (few heartbeats) and still fail over in about the
+// time the liveness check takes to find a leader dead.
+func (g *Group) Campaign(dead string) bool {
+	inj, ok := g.trans.(injector)
+	if !ok || g.raft.State() != raft.Follower {
+		return false
+	}
+	if _, id := g.raft.LeaderWithID(); string(id) != dead {
+		return false
+	}
+	select {
+	case <-g.closed:
+		return false
+	default:
+	}
+	respCh := make(chan raft.RPCResponse, 1)
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(g.cfg.NodeID),
+	}}
+	if err := inj.Inject(raft.RPC{Command: req, RespChan: respCh}); err != nil {
+		g.cfg.Logger.Warn("could not start an election", "group", g.cfg.Name, "error", err)
+		return false
+	}
+	g.campaignedPast.Store(dead)
+	if dead != "" {
+		g.cfg.Logger.Info("leader unreachable: campaigning now (timeout-now)", "group", g.cfg.Name, "leader", dead)
+	}
+	g.campaignRetries(dead)
+	return true
+}
+
+// Follows reports whether this replica names leader as its leader, or is
+// campaigning or leading itself (then it knows no leader because it
+// started an election, possibly past leader). The hurry order asks it: a
+// replica that knows no leader and is not campaigning (reopened moments
+// ago) will not plan an election, so its vote goes to another follower.
+func (g *Group) Follows(leader string) bool {
+	switch g.raft.State() {
+	case raft.Leader:
+		return true
+	case raft.Candidate:
+		// Only a campaign Campaign started past leader: a candidate of
+		// its own (a reopened replica's pre-vote) is refused by voters
+		// that still follow leader, and would hold up the one to pick.
+		if p, _ := g.campaignedPast.Load().(string); p == leader {
+			return true
+		}
+	}
+	_, id := g.raft.LeaderWithID()
+	return leader != "" && string(id) == leader
+}
+
+// campaignRetries keeps a campaigning replica's timeouts at the lease until
+// the group has a leader other than dead (or hurryLimit): should its
+// election fail — a split vote, a lost vote — the next starts after 2.5–5 s
+// rather than after the slots' 5–10 s election timeout.
+func (g *Group) campaignRetries(dead string) {
+	g.hurryMu.Lock()
+	select {
+	case <-g.closed:
+		g.hurryMu.Unlock()
+		return
+	default:
+	}
+	if g.hurried != "" {
+		g.hurryMu.Unlock()
+		return
+	}
+	g.hurried = "(campaign)"
+	g.wg.Add(1)
+	g.hurryMu.Unlock()
+	go func() {
+		if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
+			g.hurryMu.Lock()
+			g.hurried = ""
+			g.hurryMu.Unlock()
+			g.wg.Done()
+			return
+		}
+		g.unhurry(dead, nil)
+	}()
+}
+
 // hurryLimit bounds how long a follower keeps the short timeouts.
 const hurryLimit = 5 * time.Second
 
@@ -410,7 +581,12 @@ func (g *Group) Bootstrap(servers []raft.Server) error {
 		return fmt.Errorf("%s: bootstrap: %w", g.cfg.Name, err)
 	}
 	if len(servers) > 1 && string(servers[0].ID) == g.cfg.NodeID {
-		g.campaignFirst()
+		// With a transport that can inject it, a TimeoutNow starts the
+		// first election at once (votes wait for the peers to open the
+		// group, rpc/beat voteOpenWait); otherwise the hurried timeouts.
+		if !g.Campaign("") {
+			g.campaignFirst()
+		}
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // a moment after raft answered "leadership transfer timeout". Resuming the
 // paused work at once would start callbacks that the new leader, a moment
 // later, fires again. So after a failed transfer the work stays paused for
-// two election timeouts, and resumes only if this replica still leads and a
+// transferSettle, and resumes only if this replica still leads and a
 // round of heartbeats confirms it (VerifyLeader). A later transfer that
 // started meanwhile owns the resume (a generation counter).
 
@@ -59,7 +59,24 @@ func (g *Group) handOffGap(what string, start func() raft.Future, wait time.Dura
 	}
 	after := g.pauseForTransfer()
 	gen := g.transfers.Add(1)
+	// raft gives a transfer one election timeout; the slots' is 5 s, and
+	// the work stays paused meanwhile (a transfer to a node that had just
+	// restarted kept a slot from firing for 15 s in the short nemesis). So
+	// the transfer runs with the timeouts at the lease.
+	short := g.timing.ElectionTimeout > g.timing.LeaderLeaseTimeout
+	if short {
+		if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
+			short = false
+		}
+	}
 	f := start()
+	if short {
+		defer func() {
+			if err := g.setTimeouts(g.timing.HeartbeatTimeout, g.timing.ElectionTimeout); err != nil {
+				g.cfg.Logger.Warn("could not restore the raft timeouts after a transfer", "group", g.cfg.Name, "error", err)
+			}
+		}()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
 	var err error
@@ -99,11 +116,19 @@ func (g *Group) handOffGap(what string, start func() raft.Future, wait time.Dura
 	return fmt.Errorf("%s: %s: %w", g.cfg.Name, what, err)
 }
 
+// transferSettle is how long the work stays paused after a failed
+// transfer: two of the meta group's (and formerly the slots') 1 s election
+// timeouts — time for a TimeoutNow that arrived late to have started the
+// target's election, which the VerifyLeader after it then sees. It is not
+// the slots' 5 s election timeout: 10 s without firing after every failed
+// transfer.
+const transferSettle = 2 * time.Second
+
 // settleFailedTransfer resumes the paused work once it is sure this replica
 // still leads (see above).
 func (g *Group) settleFailedTransfer(gen uint64, after func(resume bool)) {
 	select {
-	case <-time.After(2 * g.timing.ElectionTimeout):
+	case <-time.After(transferSettle):
 	case <-g.closed:
 		after(false)
 		return

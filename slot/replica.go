@@ -275,17 +275,38 @@ func groupName(s int) string { return fmt.Sprintf("slot-%d", s) }
 // for this tick.
 const SlotCommitTimeout = 5 * time.Second
 
-// slotTiming fills in SlotCommitTimeout. The heartbeat timeout stays
-// raft's 1 s (heartbeats every 100-200 ms): 2 s halves the heartbeats, and
-// raft's leader lease (500 ms) still holds in principle with heartbeats
-// every 200-400 ms, but measured at 256 slots it cut the idle CPU by only
-// ~5 points (46.8 % against 51.7 % of a core) while leaders stepped down
-// for lack of a quorum's answers when the cluster formed (66 step-downs,
-// none with 1 s), and forming took 17.9 s instead of 7.8 s — 57 s with an
-// election storm on a busier machine (docs/scaling.md).
+// Slot groups' raft timeouts unless the Timing sets them (a zero
+// HeartbeatTimeout). hashicorp/raft's leader wakes a goroutine per
+// follower every HeartbeatTimeout/10 to HeartbeatTimeout/5 to send a
+// heartbeat, idle or not: with the library's 1 s that was ~4,600
+// heartbeats a second at 1,024 slots and the floor of the idle cost
+// (docs/scaling.md). With 5 s they go every 0.5–1 s. Failover does not
+// wait for these timeouts: the liveness check finds a dead leader within
+// ~0.7 s and the follower with the longest log campaigns at once through
+// a TimeoutNow (raftgroup Campaign, node hurryorder.go). The lease (raft's
+// check-quorum: a leader steps down after that long without a majority's
+// answers) is 2.5 s, 2.5–5 heartbeats, so a loaded node does not lose
+// leaderships for one late answer; it fences nothing — firing and reads
+// are fenced by the liveness lease (500 ms, Fence) and a read's heartbeat
+// round (VerifyLeader). A follower that loses only raft's connection to a
+// leader the liveness check still hears elects on its own after 5–10 s.
+const (
+	SlotHeartbeatTimeout = 5 * time.Second
+	SlotLeaderLease      = 2500 * time.Millisecond
+)
+
+// slotTiming fills in SlotCommitTimeout, and the slot timeouts above when
+// the heartbeat timeout is not set.
 func slotTiming(t raftgroup.Timing) raftgroup.Timing {
 	if t.CommitTimeout == 0 {
 		t.CommitTimeout = SlotCommitTimeout
+	}
+	if t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = SlotHeartbeatTimeout
+		t.ElectionTimeout = max(t.ElectionTimeout, SlotHeartbeatTimeout)
+		if t.LeaderLeaseTimeout == 0 {
+			t.LeaderLeaseTimeout = SlotLeaderLease
+		}
 	}
 	return t
 }
@@ -520,6 +541,17 @@ func (r *Replica) VerifyRead() error {
 func (r *Replica) Expedite(dead string, stagger time.Duration, alive func() bool) {
 	r.g.Expedite(dead, stagger, alive)
 }
+
+// Campaign makes this replica, a follower of dead, campaign now
+// (raftgroup.Group.Campaign); CanCampaign reports whether it can.
+func (r *Replica) Campaign(dead string) bool { return r.g.Campaign(dead) }
+
+// Follows reports whether this replica names leader, or campaigns or
+// leads itself (raftgroup.Group.Follows).
+func (r *Replica) Follows(leader string) bool { return r.g.Follows(leader) }
+
+// CanCampaign reports whether Campaign can work (raftgroup.Group.CanCampaign).
+func (r *Replica) CanCampaign() bool { return r.g.CanCampaign() }
 
 // Voters lists the slot's voters.
 func (r *Replica) Voters() []string { return r.g.Voters() }
@@ -927,6 +959,13 @@ const offsetEvery = 200 * time.Millisecond
 func (r *Replica) maintain(ctx context.Context) {
 	t := time.NewTicker(r.cfg.MaintenanceInterval)
 	defer t.Stop()
+	// The scheduler's cursor moves with the clock, so an idle leader had
+	// a new offset to propose on every tick: one raft entry (fsyncs on
+	// three nodes) per slot every 30 s for nothing — ~11 a second per node
+	// at 1,024 slots (docs/scaling.md). With nothing applied since the
+	// last advance there is nothing new below the cursor to skip (no
+	// outcome, create or delete), so the advance waits for activity.
+	var advancedAt uint64 // applied index after the last advance here
 	for {
 		select {
 		case <-ctx.Done():
@@ -939,10 +978,15 @@ func (r *Replica) maintain(ctx context.Context) {
 		if err := r.dropTombstones(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("tombstone cleanup failed; will retry", "error", err)
 		}
+		if advancedAt != 0 && r.g.AppliedIndex() == advancedAt {
+			continue
+		}
 		if cmd := r.offsetCmd(); cmd != nil {
 			if _, err := r.outcomes.Propose(ctx, cmd); err != nil && ctx.Err() == nil {
 				r.log.Warn("offset advance failed; will retry", "error", err)
 				r.lastOffset.Store(0)
+			} else if err == nil {
+				advancedAt = r.g.AppliedIndex()
 			}
 		}
 	}
@@ -1024,8 +1068,13 @@ func (r *Replica) Purge(ctx context.Context, coll string) error {
 // each replica truncates its own log.
 func (r *Replica) snapshotLoop() {
 	defer r.maintWG.Done()
-	t := time.NewTicker(2 * time.Second)
+	// Every 2 s while entries are applied; an idle replica backs off to
+	// snapshotIdleCheck (a 2 s ticker on each of 1,024 replicas was ~500
+	// wake-ups a second on an idle node, docs/scaling.md).
+	every := snapshotCheck
+	t := time.NewTimer(every)
 	defer t.Stop()
+	last := r.fsm.AppliedBytes()
 	for {
 		select {
 		case <-r.stopMaint:
@@ -1033,6 +1082,13 @@ func (r *Replica) snapshotLoop() {
 		case <-t.C:
 		}
 		applied := r.fsm.AppliedBytes()
+		if applied == last {
+			every = min(2*every, snapshotIdleCheck)
+		} else {
+			every = snapshotCheck
+		}
+		last = applied
+		t.Reset(every)
 		if applied-r.snapBytes.Load() < r.cfg.SnapshotBytes {
 			continue
 		}
@@ -1043,6 +1099,12 @@ func (r *Replica) snapshotLoop() {
 		r.snapBytes.Store(applied)
 	}
 }
+
+// snapshotCheck and snapshotIdleCheck: see snapshotLoop.
+const (
+	snapshotCheck     = 2 * time.Second
+	snapshotIdleCheck = 8 * time.Second
+)
 
 // Snapshot takes a raft snapshot now and truncates the log behind it.
 func (r *Replica) Snapshot() error { return r.g.Snapshot() }

@@ -67,6 +67,9 @@ type Coalescer struct {
 
 	hmu      sync.RWMutex
 	handlers map[uint16]*handler // group → its raft's heartbeat handler
+	// opened is closed (and replaced) whenever a group registers: votes
+	// for a group not open yet wait on it (carry.go, awaitGroup).
+	opened chan struct{}
 
 	oldMu sync.Mutex
 	old   map[string]time.Time // peers that did not know MethodRaft → when seen
@@ -127,7 +130,8 @@ func New(call Caller, o Options) *Coalescer {
 		o.Logger = slog.Default()
 	}
 	return &Coalescer{call: call, opts: o, log: o.Logger.With("component", "beat"),
-		queues: map[string]*queue{}, handlers: map[uint16]*handler{}, old: map[string]time.Time{}}
+		queues: map[string]*queue{}, handlers: map[uint16]*handler{}, old: map[string]time.Time{},
+		opened: make(chan struct{})}
 }
 
 // Serve registers the handlers of MethodHeartbeats and MethodRaft on srv.
@@ -289,6 +293,8 @@ func (c *Coalescer) register(group uint16, rpcs chan raft.RPC) *handler {
 	h := &handler{rpcs: rpcs, closed: make(chan struct{})}
 	c.hmu.Lock()
 	c.handlers[group] = h
+	close(c.opened)
+	c.opened = make(chan struct{})
 	c.hmu.Unlock()
 	return h
 }

@@ -144,9 +144,14 @@ func (c *Coalescer) handleRaft(ctx context.Context, body []byte) ([]byte, error)
 	if err := decodeRaft(body[3:], cmd); err != nil {
 		return nil, err
 	}
-	c.hmu.RLock()
-	h := c.handlers[group]
-	c.hmu.RUnlock()
+	var h *handler
+	if kind == kindVote || kind == kindPreVote {
+		h = c.awaitGroup(ctx, group, voteOpenWait)
+	} else {
+		c.hmu.RLock()
+		h = c.handlers[group]
+		c.hmu.RUnlock()
+	}
 	if h == nil || h.rpcs == nil {
 		return nil, fmt.Errorf("group %d is not open here", group)
 	}
@@ -172,6 +177,64 @@ func (c *Coalescer) handleRaft(ctx context.Context, body []byte) ([]byte, error)
 		return nil, fmt.Errorf("group %d is shutting down", group)
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// voteOpenWait is how long a vote or pre-vote for a group that is not
+// open here yet waits for it to open. When a cluster forms, a new group's
+// first candidate campaigns as soon as its own replica is open, often
+// before the peers have opened theirs (1,024 slots take the peers many
+// seconds to open); refused at once, the candidate would sit out its
+// election timeout (seconds with the slots' long timeouts) before it asked
+// again. Waiting, the vote is answered the moment the group opens. Under
+// the slots' 5 s election timeout (2 s was too short at 1,024 slots: some
+// first elections failed and waited 5-10 s) and the carried RPC's 10 s.
+const voteOpenWait = 4 * time.Second
+
+// awaitGroup returns group's registration, waiting up to wait for the
+// group to register (nil: it did not).
+func (c *Coalescer) awaitGroup(ctx context.Context, group uint16, wait time.Duration) *handler {
+	var timeout <-chan time.Time
+	for {
+		c.hmu.RLock()
+		h, opened := c.handlers[group], c.opened
+		c.hmu.RUnlock()
+		if h != nil {
+			return h
+		}
+		if timeout == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-opened:
+		case <-timeout:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Inject hands rpc to this group's own raft through its consumer channel,
+// as if it had come from a peer; raftgroup uses it to give its raft a
+// TimeoutNow (campaign at once, as the target of a leadership transfer
+// does). It fails if the transport is closed or raft does not take the RPC
+// within a second.
+func (t *Transport) Inject(rpc raft.RPC) error {
+	if t.h.rpcs == nil {
+		return errors.New("beat: this transport has no consumer to inject into")
+	}
+	timer := time.NewTimer(time.Second)
+	defer timer.Stop()
+	select {
+	case t.h.rpcs <- rpc:
+		return nil
+	case <-t.h.closed:
+		return fmt.Errorf("group %d is shutting down", t.group)
+	case <-timer.C:
+		return fmt.Errorf("group %d: raft did not take the rpc within a second", t.group)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 // raftStub answers, in place of a group's raft, every RPC its transport
@@ -197,5 +199,65 @@ func TestLazyPipelineDialsUnderLoad(t *testing.T) {
 	}
 	if appends.Load() != n {
 		t.Fatalf("the follower saw %d appends, want %d", appends.Load(), n)
+	}
+}
+
+// A vote for a group the peer has not opened yet waits for it to open
+// (voteOpenWait) instead of failing at once: a new group's first
+// candidate would otherwise sit out its whole election timeout.
+func TestVoteWaitsForTheGroupToOpen(t *testing.T) {
+	l := newLoop()
+	a, b := New(l, Options{}), New(l, Options{})
+	defer a.Close()
+	defer b.Close()
+	ntA, ntB := newNT(t), newNT(t)
+	target := ntB.LocalAddr()
+	l.add(string(target), b)
+	ta := a.Wrap(6, ntA)
+	defer ta.Close()
+	type result struct {
+		resp raft.RequestVoteResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 2}, &r.resp)
+		done <- r
+	}()
+	// The vote is in flight (or about to be) when the group opens on b.
+	testutil.Eventually(t, 5*time.Second, "the vote sent", testutil.True(func() bool { return l.count(string(target)) > 0 }))
+	tb := b.Wrap(6, ntB)
+	defer tb.Close()
+	var appends atomic.Int64
+	raftStub(t, tb, &appends)
+	select {
+	case r := <-done:
+		if r.err != nil || !r.resp.Granted {
+			t.Fatalf("vote: %+v, %v", r.resp, r.err)
+		}
+	case <-time.After(voteOpenWait + time.Second):
+		t.Fatal("the vote was not answered once the group opened")
+	}
+}
+
+// Inject hands an RPC to the group's own raft (its consumer), as one
+// carried from a peer would be.
+func TestInjectReachesTheConsumer(t *testing.T) {
+	c := New(newLoop(), Options{})
+	defer c.Close()
+	tr := c.Wrap(2, newNT(t))
+	defer tr.Close()
+	got := make(chan raft.RPC, 1)
+	go func() { got <- <-tr.Consumer() }()
+	if err := tr.Inject(raft.RPC{Command: &raft.TimeoutNowRequest{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := (<-got).Command.(*raft.TimeoutNowRequest); !ok {
+		t.Fatal("the consumer got something else")
+	}
+	tr.Close()
+	if err := tr.Inject(raft.RPC{Command: &raft.TimeoutNowRequest{}}); err == nil {
+		t.Fatal("inject after close succeeded")
 	}
 }

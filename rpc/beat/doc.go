@@ -28,9 +28,10 @@
 // there: each retry would dial a connection per group, and an election
 // storm's memory was mostly those). Only a peer that does not know the
 // method (an older binary) gets heartbeats the stock way, for a minute
-// before it is asked again. The coalescing delay (Options.Flush, 20 ms)
-// is small against the 500 ms leader lease and the 1 s heartbeat timeout,
-// but not against a read: a GET confirms its leader with a heartbeat round
+// before it is asked again. The coalescing delay (Options.Flush: the node
+// sets a 25th of the slots' raft lease, 100 ms against their 2.5 s lease
+// and 5 s heartbeat timeout) is small against those, but not against a
+// read: a GET confirms its leader with a heartbeat round
 // (raftgroup VerifyLeader), so the group is marked urgent for 50 ms
 // (Transport.Urgent) and its heartbeats go out at once, taking along those
 // already waiting for that peer (a GET on an idle cluster: ~17 ms with the
@@ -52,7 +53,12 @@
 // through the transport's consumer channel (merged with the stock one's,
 // which still serves pipelined appends, snapshots and older peers) and
 // returns the group's answer; a group not open there fails the RPC, as
-// the peer's mux would have refused the stock connection. A leader's
+// the peer's mux would have refused the stock connection — except a vote
+// or pre-vote, which waits up to 2 s for the group to open (a new group's
+// first candidate campaigns before its peers have opened it, and a refused
+// candidate sits out its whole election timeout). Transport.Inject hands
+// an RPC to the group's own raft the same way; raftgroup uses it for a
+// TimeoutNow (campaign at once). A leader's
 // pipeline is lazy (pipeline.go): it sends synchronously on the node
 // connection, and dials the stock pipeline only once appends carrying
 // entries come often. InstallSnapshot keeps the stock transport. A peer

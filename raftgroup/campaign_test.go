@@ -1,0 +1,201 @@
+package raftgroup
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
+)
+
+// injectTransport is a NetworkTransport whose consumer can be handed RPCs
+// locally, as rpc/beat's Transport can (Campaign needs it).
+type injectTransport struct {
+	*raft.NetworkTransport
+	ch   chan raft.RPC
+	stop chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+func newInjectTransport(nt *raft.NetworkTransport) *injectTransport {
+	t := &injectTransport{NetworkTransport: nt, ch: make(chan raft.RPC), stop: make(chan struct{})}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		for {
+			select {
+			case rpc := <-nt.Consumer():
+				select {
+				case t.ch <- rpc:
+				case <-t.stop:
+					return
+				}
+			case <-t.stop:
+				return
+			}
+		}
+	}()
+	return t
+}
+
+func (t *injectTransport) Consumer() <-chan raft.RPC { return t.ch }
+
+func (t *injectTransport) Inject(rpc raft.RPC) error {
+	select {
+	case t.ch <- rpc:
+		return nil
+	case <-t.stop:
+		return errors.New("closed")
+	}
+}
+
+func (t *injectTransport) Close() error {
+	t.once.Do(func() { close(t.stop) })
+	t.wg.Wait()
+	return t.NetworkTransport.Close()
+}
+
+// openTrio starts a three-voter group on loopback with the slots' long
+// timeouts and transports that can inject (the first campaign is a
+// TimeoutNow too, Bootstrap), and waits for a leader all three follow.
+func openTrio(t *testing.T, timing Timing) []*Group {
+	t.Helper()
+	var dirs, addrs []string
+	for i := 1; i <= 3; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close()
+		dirs = append(dirs, filepath.Join(t.TempDir(), "g"))
+	}
+	return openTrioAt(t, timing, dirs, addrs, true)
+}
+
+// openTrioAt opens the three replicas in dirs on addrs (bootstrapping
+// them when bootstrap is set) and waits, well under the 5 s heartbeat
+// timeout, for a leader all three follow.
+func openTrioAt(t *testing.T, timing Timing, dirs, addrs []string, bootstrap bool) []*Group {
+	t.Helper()
+	var gs []*Group
+	var servers []raft.Server
+	for i := range dirs {
+		ln, err := net.Listen("tcp", addrs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "n" + string(rune('1'+i))
+		g, err := Open(Config{Name: "slot-0", NodeID: id, Dir: dirs[i], Stream: tcpStream{ln}, FSM: nopFSM{},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: timing,
+			WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		if !g.CanCampaign() {
+			t.Fatal("a transport that can inject, but CanCampaign is false")
+		}
+		gs = append(gs, g)
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addrs[i])})
+	}
+	if bootstrap {
+		for _, g := range gs {
+			if err := g.Bootstrap(servers); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The first election: a TimeoutNow after a bootstrap, the hurried
+	// one after a restart (raft on its own: 5-10 s).
+	testutil.Eventually(t, 3*time.Second, "a leader followed by all", testutil.True(func() bool {
+		l, _ := gs[0].Leader()
+		for _, g := range gs[1:] {
+			if id, _ := g.Leader(); id != l {
+				return false
+			}
+		}
+		return l != ""
+	}))
+	return gs
+}
+
+var slowTiming = Timing{HeartbeatTimeout: 5 * time.Second, ElectionTimeout: 5 * time.Second, LeaderLeaseTimeout: 2500 * time.Millisecond}
+
+// With 5 s heartbeat timeouts a follower on its own would wait 5–10 s
+// before an election; Campaign makes a follower of a dead leader lead at
+// once, the other follower granting the vote although it still names the
+// dead leader (it has not noticed anything: its timeout is far off).
+func TestCampaignElectsAtOnce(t *testing.T) {
+	gs := openTrio(t, slowTiming)
+	var leader *Group
+	var followers []*Group
+	for _, g := range gs {
+		if g.IsLeader() {
+			leader = g
+		} else {
+			followers = append(followers, g)
+		}
+	}
+	dead := leader.cfg.NodeID
+	leader.Close()
+	start := time.Now()
+	if !followers[0].Campaign(dead) {
+		t.Fatal("Campaign did not start an election")
+	}
+	testutil.Eventually(t, 2*time.Second, "the campaigning follower leads", testutil.True(followers[0].IsLeader))
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("elected after %v, want within a second", took)
+	}
+	testutil.Eventually(t, 2*time.Second, "the other follower follows it", testutil.True(func() bool {
+		id, _ := followers[1].Leader()
+		return id == followers[0].cfg.NodeID
+	}))
+}
+
+// Campaign is a no-op unless the replica follows the leader named: a
+// follower of another leader, or the leader itself, stays as it is.
+func TestCampaignOnlyPastTheNamedLeader(t *testing.T) {
+	gs := openTrio(t, slowTiming)
+	for _, g := range gs {
+		if g.IsLeader() {
+			if g.Campaign(g.cfg.NodeID) {
+				t.Fatal("the leader campaigned against itself")
+			}
+			continue
+		}
+		if g.Campaign("someone-else") {
+			t.Fatal("a follower campaigned past a leader it does not follow")
+		}
+	}
+}
+
+// When every replica of a group restarts, none knows a leader; with the
+// slots' long timeouts raft on its own would elect only after 5-10 s. The
+// reopened replicas hurry their first election (electAfterRestart), and
+// the group has a leader within openTrioAt's 3 s.
+func TestRestartedGroupElectsSoon(t *testing.T) {
+	var dirs, addrs []string
+	for i := 1; i <= 3; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close()
+		dirs = append(dirs, filepath.Join(t.TempDir(), "g"))
+	}
+	gs := openTrioAt(t, slowTiming, dirs, addrs, true)
+	for _, g := range gs {
+		g.Close()
+	}
+	openTrioAt(t, slowTiming, dirs, addrs, false)
+}
