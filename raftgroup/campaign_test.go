@@ -199,3 +199,26 @@ func TestRestartedGroupElectsSoon(t *testing.T) {
 	}
 	openTrioAt(t, slowTiming, dirs, addrs, false)
 }
+
+// A group whose only voter is this replica (a single-node cluster, or
+// replication factor 1) has nobody to wait for: with the slots' 5 s
+// timeouts raft on its own would make it leader only after 5-10 s, at
+// bootstrap and again after every restart, and every job due meanwhile
+// would be that late. It campaigns at once both times (within
+// openTrioAt's 3 s).
+func TestSoleVoterElectsAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := []string{ln.Addr().String()}
+	ln.Close()
+	dirs := []string{filepath.Join(t.TempDir(), "g")}
+	start := time.Now()
+	gs := openTrioAt(t, slowTiming, dirs, addrs, true)
+	t.Logf("bootstrapped sole voter led after %v", time.Since(start))
+	gs[0].Close()
+	start = time.Now()
+	openTrioAt(t, slowTiming, dirs, addrs, false)
+	t.Logf("reopened sole voter led after %v", time.Since(start))
+}

@@ -254,7 +254,16 @@ func Open(cfg Config) (*Group, error) {
 func (g *Group) electAfterRestart() {
 	voters := g.Voters()
 	pos := slices.Index(voters, g.cfg.NodeID)
-	if len(voters) < 2 || pos < 0 {
+	if pos < 0 {
+		g.wg.Done()
+		return
+	}
+	if len(voters) == 1 {
+		// The only voter (a single-node cluster, or replication factor
+		// 1): nobody to disrupt, so it campaigns at once — raft on its
+		// own would wait out the 5-10 s heartbeat timeout, and every job
+		// due meanwhile would be late by that much.
+		g.Campaign("")
 		g.wg.Done()
 		return
 	}
@@ -580,11 +589,13 @@ func (g *Group) Bootstrap(servers []raft.Server) error {
 		}
 		return fmt.Errorf("%s: bootstrap: %w", g.cfg.Name, err)
 	}
-	if len(servers) > 1 && string(servers[0].ID) == g.cfg.NodeID {
+	if len(servers) > 0 && string(servers[0].ID) == g.cfg.NodeID {
 		// With a transport that can inject it, a TimeoutNow starts the
 		// first election at once (votes wait for the peers to open the
-		// group, rpc/beat voteOpenWait); otherwise the hurried timeouts.
-		if !g.Campaign("") {
+		// group, rpc/beat voteOpenWait; a sole voter wins at once);
+		// otherwise the hurried timeouts — except for a sole voter,
+		// which raft elects after its own heartbeat timeout anyway.
+		if !g.Campaign("") && len(servers) > 1 {
 			g.campaignFirst()
 		}
 	}
