@@ -63,13 +63,11 @@ func (t *injectTransport) Close() error {
 	return t.NetworkTransport.Close()
 }
 
-// openTrio starts a three-voter group on loopback with the slots' long
-// timeouts and transports that can inject (the first campaign is a
-// TimeoutNow too, Bootstrap), and waits for a leader all three follow.
-func openTrio(t *testing.T, timing Timing) []*Group {
+// replicaPlaces gives n replicas a data directory each and a free
+// loopback address each.
+func replicaPlaces(t *testing.T, n int) (dirs, addrs []string) {
 	t.Helper()
-	var dirs, addrs []string
-	for i := 1; i <= 3; i++ {
+	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -78,6 +76,15 @@ func openTrio(t *testing.T, timing Timing) []*Group {
 		ln.Close()
 		dirs = append(dirs, filepath.Join(t.TempDir(), "g"))
 	}
+	return dirs, addrs
+}
+
+// openTrio starts a three-voter group on loopback with the slots' long
+// timeouts and transports that can inject (the first campaign is a
+// TimeoutNow too, Bootstrap), and waits for a leader all three follow.
+func openTrio(t *testing.T, timing Timing) []*Group {
+	t.Helper()
+	dirs, addrs := replicaPlaces(t, 3)
 	return openTrioAt(t, timing, dirs, addrs, true)
 }
 
@@ -183,16 +190,7 @@ func TestCampaignOnlyPastTheNamedLeader(t *testing.T) {
 // reopened replicas hurry their first election (electAfterRestart), and
 // the group has a leader within openTrioAt's 3 s.
 func TestRestartedGroupElectsSoon(t *testing.T) {
-	var dirs, addrs []string
-	for i := 1; i <= 3; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, ln.Addr().String())
-		ln.Close()
-		dirs = append(dirs, filepath.Join(t.TempDir(), "g"))
-	}
+	dirs, addrs := replicaPlaces(t, 3)
 	gs := openTrioAt(t, slowTiming, dirs, addrs, true)
 	for _, g := range gs {
 		g.Close()
@@ -207,13 +205,7 @@ func TestRestartedGroupElectsSoon(t *testing.T) {
 // would be that late. It campaigns at once both times (within
 // openTrioAt's 3 s).
 func TestSoleVoterElectsAtOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := []string{ln.Addr().String()}
-	ln.Close()
-	dirs := []string{filepath.Join(t.TempDir(), "g")}
+	dirs, addrs := replicaPlaces(t, 1)
 	start := time.Now()
 	gs := openTrioAt(t, slowTiming, dirs, addrs, true)
 	t.Logf("bootstrapped sole voter led after %v", time.Since(start))

@@ -507,25 +507,34 @@ func (g *Group) Follows(leader string) bool {
 	return leader != "" && string(id) == leader
 }
 
+// claimHurry marks the replica as hurried for reason and counts the
+// goroutine the caller starts next (g.wg); false if the group is closing or
+// another hurry runs already (one at a time: each restores the timeouts
+// when it ends).
+func (g *Group) claimHurry(reason string) bool {
+	g.hurryMu.Lock()
+	defer g.hurryMu.Unlock()
+	select {
+	case <-g.closed:
+		return false
+	default:
+	}
+	if g.hurried != "" {
+		return false
+	}
+	g.hurried = reason
+	g.wg.Add(1)
+	return true
+}
+
 // campaignRetries keeps a campaigning replica's timeouts at the lease until
 // the group has a leader other than dead (or hurryLimit): should its
 // election fail — a split vote, a lost vote — the next starts after 2.5–5 s
 // rather than after the slots' 5–10 s election timeout.
 func (g *Group) campaignRetries(dead string) {
-	g.hurryMu.Lock()
-	select {
-	case <-g.closed:
-		g.hurryMu.Unlock()
-		return
-	default:
-	}
-	if g.hurried != "" {
-		g.hurryMu.Unlock()
+	if !g.claimHurry("(campaign)") {
 		return
 	}
-	g.hurried = "(campaign)"
-	g.wg.Add(1)
-	g.hurryMu.Unlock()
 	go func() {
 		if err := g.setTimeouts(g.timing.LeaderLeaseTimeout, g.timing.LeaderLeaseTimeout); err != nil {
 			g.hurryMu.Lock()
@@ -610,20 +619,9 @@ func (g *Group) Bootstrap(servers []raft.Server) error {
 // the cluster forms, then a leadership transfer for two slots in three to
 // reach the preferred leaders.
 func (g *Group) campaignFirst() {
-	g.hurryMu.Lock()
-	select {
-	case <-g.closed:
-		g.hurryMu.Unlock()
-		return
-	default:
-	}
-	if g.hurried != "" {
-		g.hurryMu.Unlock()
+	if !g.claimHurry("(none)") {
 		return
 	}
-	g.hurried = "(none)"
-	g.wg.Add(1)
-	g.hurryMu.Unlock()
 	go g.hurry("", 0, nil)
 }
 
