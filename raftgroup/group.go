@@ -86,6 +86,11 @@ type Config struct {
 	// LogDB, when set, holds the group's log in the node's shared file
 	// (slots); otherwise the group gets its own raft-boltdb file (meta).
 	LogDB *storage.RaftLogDB
+	// VoteFloor, when not zero, is what an earlier replica of this group
+	// on this node had acknowledged before it was deleted: this replica
+	// votes only in later terms and once its log has caught up past it
+	// (votegate.go).
+	VoteFloor storage.VoteFloor
 	// BeforeTransfer, when set, runs before this replica hands leadership
 	// away and returns what to do after (resume=true: leadership stayed).
 	// The slot uses it to finish callbacks in flight first, so a planned
@@ -222,6 +227,9 @@ func Open(cfg Config) (*Group, error) {
 	var rt raft.Transport = trans
 	if cfg.WrapTransport != nil {
 		rt = cfg.WrapTransport(trans)
+	}
+	if !cfg.VoteFloor.IsZero() {
+		rt = newVoteGate(rt, cfg.VoteFloor, stores, cfg.Logger.With("group", cfg.Name))
 	}
 	r, err := raft.NewRaft(rc, cfg.FSM, logs, stores.Stable, snaps, rt)
 	if err != nil {
@@ -438,7 +446,11 @@ type injector interface{ Inject(raft.RPC) error }
 // transport can hand its raft a TimeoutNow (the slots' rpc/beat transport;
 // not the meta group's stock one).
 func (g *Group) CanCampaign() bool {
-	_, ok := g.trans.(injector)
+	t := g.trans
+	if vg, ok := t.(*voteGate); ok {
+		t = vg.Transport
+	}
+	_, ok := t.(injector)
 	return ok
 }
 
@@ -459,7 +471,7 @@ func (g *Group) CanCampaign() bool {
 // time the liveness check takes to find a leader dead.
 func (g *Group) Campaign(dead string) bool {
 	inj, ok := g.trans.(injector)
-	if !ok || g.raft.State() != raft.Follower {
+	if !ok || !g.CanCampaign() || g.raft.State() != raft.Follower {
 		return false
 	}
 	if _, id := g.raft.LeaderWithID(); string(id) != dead {

@@ -178,6 +178,7 @@ func TestReplicaDestroyInterrupted(t *testing.T) {
 	if err := r.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
+	last := r.g.LastIndex()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,5 +195,35 @@ func TestReplicaDestroyInterrupted(t *testing.T) {
 	}
 	if _, err := os.Stat(ss.slotDir(4) + destroyingSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the deletion marker is still there: %v", err)
+	}
+	// What the deleted replica had acknowledged stays behind as its vote
+	// floor (storage.VoteFloor), for the re-created one.
+	if f, err := ss.logDB.VoteFloor(groupName(4)); err != nil || f.Term == 0 || f.LastIndex < last {
+		t.Fatalf("vote floor after the deletion = %+v, %v; want term > 0 and last index ≥ %d", f, err, last)
+	}
+}
+
+// snapshotFloor reads the index and term of a replica's snapshots from
+// their metadata: a follower that installed a snapshot may hold no log
+// entry after it, and its floor must still cover the snapshot.
+func TestSnapshotFloor(t *testing.T) {
+	dir := t.TempDir()
+	for id, meta := range map[string]string{
+		"2-10-1": `{"Version":1,"ID":"2-10-1","Index":10,"Term":2}`,
+		"3-40-2": `{"Version":1,"ID":"3-40-2","Index":40,"Term":3}`,
+		"junk":   `not json`,
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, "snapshots", id), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "snapshots", id, "meta.json"), []byte(meta), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := snapshotFloor(dir); f != (storage.VoteFloor{LastTerm: 3, LastIndex: 40}) {
+		t.Fatalf("snapshotFloor = %+v", f)
+	}
+	if f := snapshotFloor(filepath.Join(dir, "none")); !f.IsZero() {
+		t.Fatalf("no snapshots: %+v", f)
 	}
 }

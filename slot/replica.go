@@ -2,12 +2,14 @@ package slot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,6 +208,14 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("slot %d: finish deleting an earlier replica: %w", cfg.Slot, err)
 	}
 	removeStaleStreams(cfg.Dir, r.log)
+	var floor storage.VoteFloor
+	if cfg.LogDB != nil {
+		f, err := cfg.LogDB.VoteFloor(groupName(cfg.Slot))
+		if err != nil {
+			return nil, fmt.Errorf("slot %d: %w", cfg.Slot, err)
+		}
+		floor = f
+	}
 	fsm, err := raftfsm.OpenSlotFSM(cfg.DB, cfg.Slot, r.log, r.fatal)
 	if err != nil {
 		return nil, err
@@ -230,6 +240,7 @@ func Open(cfg Config) (*Replica, error) {
 		OnLeader:          r.lead,
 		BeforeStart:       r.recover,
 		LogDB:             cfg.LogDB,
+		VoteFloor:         floor,
 		BeforeTransfer:    r.pauseScheduler,
 		OnEvent:           func(e raftgroup.Event) { cfg.Metrics.RaftEvent(cfg.Slot, e) },
 		WrapSnapshots: func(fs *raft.FileSnapshotStore) raft.SnapshotStore {
@@ -1276,7 +1287,7 @@ func FinishDestroy(dir string, slot int, group string, db *storage.DB, logDB *st
 	}
 	var errs []error
 	if logDB != nil {
-		if err := logDB.DropGroup(group); err != nil {
+		if err := logDB.DropGroup(group, snapshotFloor(marker)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -1289,6 +1300,27 @@ func FinishDestroy(dir string, slot int, group string, db *storage.DB, logDB *st
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// snapshotFloor is the latest entry the replica's snapshots in dir cover
+// (storage.VoteFloor): a follower that installed a snapshot may hold no
+// log entry after it. Unreadable snapshot metadata counts for nothing; the
+// log's own last entry still does.
+func snapshotFloor(dir string) storage.VoteFloor {
+	var f storage.VoteFloor
+	metas, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+	for _, m := range metas {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		var meta struct{ Index, Term uint64 }
+		if json.Unmarshal(b, &meta) != nil {
+			continue
+		}
+		f = f.Max(storage.VoteFloor{LastTerm: meta.Term, LastIndex: meta.Index})
+	}
+	return f
 }
 
 // HasData reports whether a replica directory holds a replica (and not

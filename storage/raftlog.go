@@ -123,6 +123,9 @@ func OpenRaftLogDB(path string, log *slog.Logger) (*RaftLogDB, error) {
 		if _, err := tx.CreateBucketIfNotExists(bucketLogs); err != nil {
 			return err
 		}
+		if _, err := tx.CreateBucketIfNotExists(bucketFloors); err != nil {
+			return err
+		}
 		_, err := tx.CreateBucketIfNotExists(bucketConf)
 		return err
 	}); err != nil {
@@ -263,8 +266,19 @@ func (d *RaftLogDB) Group(name string) (*GroupLog, error) {
 }
 
 // DropGroup deletes a group's log and stable state (a removed replica).
-func (d *RaftLogDB) DropGroup(name string) error {
-	if err := d.update(dropGroup(name)); err != nil {
+// In the same transaction it records the group's VoteFloor — its current
+// term and last entry, raised to extra (the replica's snapshots) — so a
+// replica of the group re-created here later does not vote with the old
+// one's acknowledgements forgotten (VoteFloor).
+func (d *RaftLogDB) DropGroup(name string, extra VoteFloor) error {
+	drop := dropGroup(name)
+	err := d.update(func(tx *bolt.Tx) error {
+		if err := recordFloor(tx, name, extra); err != nil {
+			return err
+		}
+		return drop(tx)
+	})
+	if err != nil {
 		return fmt.Errorf("drop raft log of %s: %w", name, err)
 	}
 	return nil

@@ -89,7 +89,7 @@ func TestRaftLogDBGroupsAreIsolated(t *testing.T) {
 		t.Fatalf("term after reopen = %d", v)
 	}
 	// Dropping a group removes exactly its keys.
-	if err := db.DropGroup("slot-1"); err != nil {
+	if err := db.DropGroup("slot-1", VoteFloor{}); err != nil {
 		t.Fatal(err)
 	}
 	check(a, 0, 0)
