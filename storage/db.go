@@ -58,6 +58,11 @@ func Open(dir string, o Options) (*DB, error) {
 		o.Logger = slog.Default()
 	}
 	lg := o.Logger.With("component", "pebble")
+	plog := pebbleLogger{l: lg, onFatal: o.OnFatal}
+	fs := o.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
@@ -68,8 +73,8 @@ func Open(dir string, o Options) (*DB, error) {
 		L0StopWritesThreshold:       24,
 		LBaseMaxBytes:               64 << 20,
 		FormatMajorVersion:          pebble.FormatNewest,
-		Logger:                      pebbleLogger{l: lg, onFatal: o.OnFatal},
-		FS:                          o.FS,
+		Logger:                      plog,
+		FS:                          newFailStopFS(fs, plog),
 	}
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
 	for i := range po.Levels {
