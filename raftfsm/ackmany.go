@@ -113,15 +113,9 @@ func (r *reader) ackMany() *AckMany {
 // the others were stale.
 func (s *applyState) ackMany(c *AckMany) (model.Result, error) {
 	var n int64
-	pre := s.pre[c]
 	for i := range c.Jobs {
 		a := &c.Jobs[i]
-		var rec []byte
-		fetched := pre != nil
-		if fetched {
-			rec = pre[i]
-		}
-		res, err := s.finishRec(c.Coll, a.ID, a.Version, a.Success, a.Attempts, a.LastError, c.Now, rec, fetched)
+		res, err := s.finish(c.Coll, a.ID, a.Version, a.Success, a.Attempts, a.LastError, c.Now)
 		if err != nil {
 			return model.Result{}, err
 		}

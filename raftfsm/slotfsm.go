@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -197,12 +196,6 @@ type applyState struct {
 	exists  *storage.Iter
 	touched map[string]struct{}
 
-	// pre holds the records the batch's AckMany commands finish, read
-	// before anything was applied (prefetchAcks), by command: pre[c][i]
-	// is the record of c.Jobs[i] (nil: no such job). A record written or
-	// deleted by the batch since is in touched and read again.
-	pre map[*AckMany][][]byte
-
 	// schedNotes is set when a schedule due entry was written, the
 	// earliest at schedMin: the leader's schedule loop looks again.
 	schedNotes bool
@@ -225,9 +218,6 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	defer s.closeExists()
 	applied := f.applied.Load()
 	last := applied
-	// Every entry is decoded before any is applied, so the records the
-	// batch's AckMany commands finish can be read in one pass (prefetch).
-	decoded := make([][]Command, len(logs))
 	for i, l := range logs {
 		if l.Index <= applied {
 			continue // already in storage: raft replays after a restart
@@ -249,20 +239,6 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			// Every replica rejects the same bytes the same way.
 			f.log.Error("rejecting undecodable command", "slot", f.slot, "index", l.Index, "error", err)
 			res[i] = err
-			continue
-		}
-		decoded[i] = cmds
-	}
-	if err := s.prefetchAcks(decoded); err != nil {
-		f.fail(fmt.Errorf("slot %d: read records to finish: %w", f.slot, err))
-		for k := range res {
-			res[k] = ErrStopped
-		}
-		return res
-	}
-	for i, l := range logs {
-		cmds := decoded[i]
-		if cmds == nil {
 			continue
 		}
 		out := make([]model.Result, len(cmds))
@@ -378,87 +354,20 @@ func (s *applyState) apply(c Command) (model.Result, error) {
 	return model.Result{Code: model.CodeRejected}, nil
 }
 
-// openExists opens the batch's record iterator (exists) once.
-func (s *applyState) openExists() error {
-	if s.exists != nil {
-		return nil
-	}
-	lo, hi := storage.RecordSpan(s.f.slot)
-	it, err := s.b.NewIter(lo, hi)
-	if err != nil {
-		return err
-	}
-	s.exists = it
-	s.touched = make(map[string]struct{})
-	return nil
-}
-
-// prefetchAcks reads the records of every job the batch's AckMany
-// commands name, in key order with the batch's one iterator, before any
-// command is applied. An AckMany's ids are sorted, but a batch holds many
-// of them (one per slot, collection and delivered POST, ~8 jobs each at
-// 100,000 batched jobs/s), and reading each command's records in turn
-// seeks backwards at every command: every seek then descends each level
-// of the LSM again through its bloom filter (~2 µs a job, 12% of the
-// node's CPU in that benchmark); in one forward pass most seeks step on
-// from the last. The iterator sees the state the batch started from, as
-// getJob's does: a record the batch writes or deletes before its ack is
-// in touched by then, and read from the batch instead. Only which bytes
-// are read when changes, never what they say, so the outcome is the one
-// the reads in command order gave.
-func (s *applyState) prefetchAcks(decoded [][]Command) error {
-	type ref struct {
-		key []byte
-		c   *AckMany
-		i   int
-	}
-	var refs []ref
-	for _, cmds := range decoded {
-		for _, c := range cmds {
-			am, ok := c.(*AckMany)
-			if !ok || len(am.Jobs) == 0 {
-				continue
-			}
-			for i := range am.Jobs {
-				refs = append(refs, ref{key: storage.RecordKey(nil, s.f.slot, am.Coll, am.Jobs[i].ID), c: am, i: i})
-			}
-		}
-	}
-	if len(refs) == 0 {
-		return nil
-	}
-	if err := s.openExists(); err != nil {
-		return err
-	}
-	slices.SortFunc(refs, func(a, b ref) int { return bytes.Compare(a.key, b.key) })
-	s.pre = make(map[*AckMany][][]byte)
-	var last []byte
-	var val []byte
-	for _, r := range refs {
-		recs := s.pre[r.c]
-		if recs == nil {
-			recs = make([][]byte, len(r.c.Jobs))
-			s.pre[r.c] = recs
-		}
-		if last == nil || !bytes.Equal(last, r.key) {
-			last, val = r.key, nil
-			if s.exists.SeekPrefixGE(r.key) && bytes.Equal(s.exists.Key(), r.key) {
-				val = append([]byte(nil), s.exists.Value()...)
-			}
-		}
-		recs[r.i] = val
-	}
-	return nil
-}
-
 // getJob reads a job as of everything applied so far in this batch.
 func (s *applyState) getJob(coll, id string) (*model.Job, bool, error) {
 	key := storage.RecordKey(nil, s.f.slot, coll, id)
 	if _, ok := s.touched[string(key)]; ok {
 		return GetJob(s.b, s.f.slot, coll, id)
 	}
-	if err := s.openExists(); err != nil {
-		return nil, false, err
+	if s.exists == nil {
+		lo, hi := storage.RecordSpan(s.f.slot)
+		it, err := s.b.NewIter(lo, hi)
+		if err != nil {
+			return nil, false, err
+		}
+		s.exists = it
+		s.touched = make(map[string]struct{})
 	}
 	if !s.exists.SeekPrefixGE(key) || !bytes.Equal(s.exists.Key(), key) {
 		return nil, false, nil
@@ -636,37 +545,7 @@ func (s *applyState) ack(c *Ack) (model.Result, error) {
 // finish is one ack (Ack, or a job of AckMany): outcome without the
 // closure, as it runs once per delivered job.
 func (s *applyState) finish(coll, id string, version uint64, success bool, attempts int64, lastError string, now int64) (model.Result, error) {
-	return s.finishRec(coll, id, version, success, attempts, lastError, now, nil, false)
-}
-
-// firedRecord is firedVersion for a job whose record prefetchAcks read
-// (fetched; rec nil when there was none): unless the batch has written or
-// deleted the record since, that is the record getJob would read now.
-func (s *applyState) firedRecord(coll, id string, version uint64, rec []byte, fetched bool) (*model.Job, bool, error) {
-	if !fetched {
-		return s.firedVersion(coll, id, version)
-	}
-	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, coll, id)
-	if _, ok := s.touched[string(s.kb)]; ok {
-		return s.firedVersion(coll, id, version)
-	}
-	if rec == nil {
-		return nil, false, nil
-	}
-	j := &model.Job{Collection: coll, ID: id}
-	if err := DecodeRecord(rec, j); err != nil {
-		return nil, false, fmt.Errorf("slot %d job %s/%s: %w", s.f.slot, coll, id, err)
-	}
-	if j.Version != version || j.Status != model.StatusScheduled {
-		return nil, false, nil
-	}
-	return j, true, nil
-}
-
-// finishRec is finish with the job's record as prefetchAcks read it
-// (see firedRecord).
-func (s *applyState) finishRec(coll, id string, version uint64, success bool, attempts int64, lastError string, now int64, rec []byte, fetched bool) (model.Result, error) {
-	j, ok, err := s.firedRecord(coll, id, version, rec, fetched)
+	j, ok, err := s.firedVersion(coll, id, version)
 	if err != nil || !ok {
 		return model.Result{Code: model.CodeStale}, err
 	}
