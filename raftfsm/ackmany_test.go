@@ -214,3 +214,109 @@ func FuzzDecodeAckMany(f *testing.F) {
 		}
 	})
 }
+
+// TestAckManyAfterChangesInTheBatch: the jobs exist before the batch
+// (their records are read through the batch's iterator, which sees the
+// state the batch started from), and the batch changes some of them
+// before their acks — a job created, one replaced, one deleted, one
+// finished by an earlier AckMany of the same batch, a job named by two
+// commands — so for those the iterator's view is stale and the record
+// must be read from the batch (touched). The state must be byte for byte
+// the one single Acks leave, and the one the same entries leave applied
+// one ApplyBatch each. (It was written for a prefetch of an ApplyBatch's
+// ack records in key order, which measured no gain and was taken out:
+// docs/benchmarks.md, 2026-11-26.)
+func TestAckManyAfterChangesInTheBatch(t *testing.T) {
+	base := ackManyBase()
+	batch := [][]Command{
+		{
+			&Create{Coll: "c", ID: "g", Spec: spec(160, 8), Now: 30},
+			&Upsert{Coll: "c", ID: "b", Spec: spec(115, 9), Now: 30},
+		},
+		{&AckMany{Coll: "c", Now: 600, Jobs: []AckJob{
+			{ID: "g", Version: 1, Success: true, Attempts: 1},
+			{ID: "b", Version: 1, Success: true, Attempts: 1}, // replaced above: stale
+			{ID: "a", Version: 1, Success: true, Attempts: 1},
+		}}},
+		{
+			&AckMany{Coll: "c", Now: 610, Jobs: []AckJob{
+				{ID: "nope", Version: 1, Success: true, Attempts: 1},
+				{ID: "e", Version: 2, Attempts: 2, LastError: "callback answered 404"},
+				{ID: "b", Version: 2, Success: true, Attempts: 1},
+				{ID: "a", Version: 1, Success: false, Attempts: 5}, // finished above: stale
+			}},
+			&Delete{Coll: "other", ID: "a"},
+		},
+		{&AckMany{Coll: "other", Now: 620, Jobs: []AckJob{{ID: "a", Version: 1, Success: true, Attempts: 1}}}}, // deleted: stale
+	}
+	asAcks := func(groups [][]Command) [][]Command {
+		var out [][]Command
+		for _, g := range groups {
+			var cmds []Command
+			for _, c := range g {
+				am, ok := c.(*AckMany)
+				if !ok {
+					cmds = append(cmds, c)
+					continue
+				}
+				for _, a := range am.Jobs {
+					cmds = append(cmds, &Ack{Coll: am.Coll, ID: a.ID, Version: a.Version, Success: a.Success, Attempts: a.Attempts, LastError: a.LastError, Now: am.Now})
+				}
+			}
+			out = append(out, cmds)
+		}
+		return out
+	}
+	// apply applies base one entry per ApplyBatch (its records are in
+	// storage before the batch), then the rest as given: all in one
+	// ApplyBatch or one each.
+	apply := func(f *SlotFSM, rest [][]Command, together bool) []interface{} {
+		logs := logOf(append(append([][]Command{}, base...), rest...)...)
+		for _, l := range logs[:len(base)] {
+			f.ApplyBatch([]*raft.Log{l})
+		}
+		if together {
+			return f.ApplyBatch(logs[len(base):])
+		}
+		var out []interface{}
+		for _, l := range logs[len(base):] {
+			out = append(out, f.ApplyBatch([]*raft.Log{l})...)
+		}
+		return out
+	}
+	many := openFSM(t, memDB(t), 3)
+	out := apply(many, batch, true)
+	var finished []int64
+	for _, o := range out {
+		for _, r := range results(t, o) {
+			finished = append(finished, r.N)
+		}
+	}
+	// g and a finished by the first AckMany; e (failed) and b by the second.
+	if want := []int64{0, 0, 2, 2, 0, 0}; !reflect.DeepEqual(finished, want) {
+		t.Fatalf("AckMany results N %v, want %v", finished, want)
+	}
+	one := openFSM(t, memDB(t), 3)
+	apply(one, asAcks(batch), true)
+	apart := openFSM(t, memDB(t), 3)
+	apply(apart, batch, false)
+	got := dump(t, many.db, 3)
+	if want := dump(t, one.db, 3); got != want {
+		t.Fatalf("AckMany and single acks diverged:\n%s\nvs\n%s", got, want)
+	}
+	if want := dump(t, apart.db, 3); got != want {
+		t.Fatalf("one ApplyBatch and one per entry diverged:\n%s\nvs\n%s", got, want)
+	}
+	for _, c := range []struct {
+		coll, id string
+		status   model.Status
+	}{{"c", "a", model.StatusSucceeded}, {"c", "b", model.StatusSucceeded}, {"c", "e", model.StatusFailed}, {"c", "g", model.StatusSucceeded}, {"c", "f", model.StatusSucceeded}} {
+		j, found, err := GetJob(many.db, 3, c.coll, c.id)
+		if err != nil || !found || j.Status != c.status {
+			t.Fatalf("%s/%s: %+v %v %v, want status %v", c.coll, c.id, j, found, err, c.status)
+		}
+	}
+	if _, found, _ := GetJob(many.db, 3, "other", "a"); found {
+		t.Fatal("other/a was deleted, yet an ack brought it back")
+	}
+}
