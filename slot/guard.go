@@ -2,6 +2,7 @@ package slot
 
 import (
 	"sync"
+	"time"
 
 	"github.com/timemachine-db/timemachine/storage"
 )
@@ -109,6 +110,32 @@ func (g *jobGuard) disarm(t fireToken, sent bool) {
 		e.sending--
 	}
 	g.gc(t.key, e)
+}
+
+// disarmAfter ends a fire that sent but whose answer nobody waits for any
+// more (its term ended mid-flight): the request itself goes on, with the
+// receiver, until its deadline, and a write of the job on this replica —
+// leading again in a later term — must still find it firing until then,
+// or a PUT would answer 200 while the receiver works on the old attempt
+// (nemesis, 2026-11-26: deposed during packet loss, re-elected 1.6 s later,
+// a PUT acknowledged 0.4 s before the abandoned attempt's deadline).
+func (g *jobGuard) disarmAfter(t fireToken, until time.Time) {
+	g.mu.Lock()
+	e := g.jobs[t.key]
+	if e == nil {
+		g.mu.Unlock()
+		return
+	}
+	e.armed--
+	g.mu.Unlock()
+	time.AfterFunc(time.Until(until), func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		e.sending--
+		if g.jobs[t.key] == e {
+			g.gc(t.key, e)
+		}
+	})
 }
 
 // beginWrite starts a DELETE or PUT of the job. It returns false, and the

@@ -1,6 +1,9 @@
 package slot
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The fire/write rule of one job, step by step: each row is one
 // interleaving of a fire (arm, read, startSend) with a DELETE or PUT
@@ -47,5 +50,34 @@ func TestJobGuard(t *testing.T) {
 	g.disarm(tok, true)
 	if g.firing("c", "j") || len(g.jobs) != 0 {
 		t.Fatalf("entries left after the fire ended: %v", g.jobs)
+	}
+}
+
+// A fire abandoned mid-flight (its term ended) still counts as sending
+// until its request's deadline: the same replica, leading again, answers a
+// write of the job 409 until then, and forgets the job after.
+func TestJobGuardAbandonedFireLingers(t *testing.T) {
+	g := newJobGuard()
+	tok := g.arm("c", "j")
+	if !g.startSend(tok) {
+		t.Fatal("the fire could not send")
+	}
+	g.disarmAfter(tok, time.Now().Add(200*time.Millisecond))
+	if !g.firing("c", "j") || g.beginWrite("c", "j") {
+		t.Fatal("a write went through while the abandoned attempt may still be with the receiver")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for g.firing("c", "j") {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned attempt never ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !g.beginWrite("c", "j") {
+		t.Fatal("a write was refused after the abandoned attempt's deadline")
+	}
+	g.endWrite("c", "j")
+	if len(g.jobs) != 0 {
+		t.Fatalf("entries left: %v", g.jobs)
 	}
 }

@@ -461,6 +461,10 @@ const notNowPause = 20 * time.Millisecond
 
 func outcome(cmd []byte) fireResult { return fireResult{cmd: cmd} }
 
+// abandonedLinger bounds an abandoned attempt whose delivery had no
+// timeout of its own (the webhook client's default is 10 s).
+const abandonedLinger = 10 * time.Second
+
 // fencedPause is how soon a job held back by the fence is looked at again.
 const fencedPause = 100 * time.Millisecond
 
@@ -894,7 +898,13 @@ func (r *Replica) send(ctx context.Context, j *model.Job, rs resolved, mayFire f
 	r.cfg.Metrics.Fired(r.slot, now.Sub(time.UnixMilli(j.DueTime)), d.Attempt)
 	res := r.cfg.Deliverer.Deliver(ctx, d)
 	if ctx.Err() != nil {
-		return fireResult{} // leadership lost mid-flight: the next leader fires it
+		// Leadership lost mid-flight: the next leader fires it. The
+		// request goes on without a listener until its deadline.
+		timeout := d.Timeout
+		if timeout <= 0 {
+			timeout = abandonedLinger
+		}
+		return fireResult{busyUntil: now.Add(timeout)}
 	}
 	return r.decide(j, rs, res)
 }

@@ -130,6 +130,9 @@ type dueIter interface {
 type fireResult struct {
 	cmd   []byte
 	again time.Duration
+	// busyUntil, when set, is how long an attempt abandoned mid-flight
+	// (the term ended) may still be with its receiver (jobGuard.disarmAfter).
+	busyUntil time.Time
 }
 
 // schedConfig is the scheduler's configuration, taken from the replica's.
@@ -613,7 +616,11 @@ func (s *scheduler) fireOne(ctx context.Context, it *item, j *model.Job, tok fir
 // worker stays on the job until the outcome is committed, so a graceful
 // stop can wait for it.
 func (s *scheduler) settle(ctx context.Context, key string, res fireResult, sent bool, tok fireToken) {
-	s.guard.disarm(tok, sent)
+	if sent && !res.busyUntil.IsZero() {
+		s.guard.disarmAfter(tok, res.busyUntil)
+	} else {
+		s.guard.disarm(tok, sent)
+	}
 	switch {
 	case res.cmd != nil:
 		s.queueOutcome(ctx, key, res.cmd) // its committer ends the fire
