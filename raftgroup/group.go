@@ -471,10 +471,16 @@ func (g *Group) CanCampaign() bool {
 // time the liveness check takes to find a leader dead.
 func (g *Group) Campaign(dead string) bool {
 	inj, ok := g.trans.(injector)
-	if !ok || !g.CanCampaign() || g.raft.State() != raft.Follower {
+	if !ok || !g.CanCampaign() {
 		return false
 	}
-	if _, id := g.raft.LeaderWithID(); string(id) != dead {
+	if st, id := g.raft.State(), g.leaderID(); st != raft.Follower || id != dead {
+		if dead != "" {
+			// The node picked this replica to replace dead; say why it
+			// does not, or the slot seems to wait for nothing.
+			g.cfg.Logger.Info("not campaigning: the replica no longer follows the dead leader", "group", g.cfg.Name,
+				"leader", dead, "state", st.String(), "follows", id)
+		}
 		return false
 	}
 	select {
@@ -780,6 +786,11 @@ const verifyUrgency = 50 * time.Millisecond
 
 // IsLeader reports whether this replica leads the group.
 func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
+
+func (g *Group) leaderID() string {
+	_, id := g.raft.LeaderWithID()
+	return string(id)
+}
 
 // Leader returns the current leader's server id and address, if known.
 func (g *Group) Leader() (id, addr string) {
