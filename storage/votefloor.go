@@ -121,8 +121,9 @@ func groupFloor(tx *bolt.Tx, name string) (VoteFloor, error) {
 	}
 	c := tx.Bucket(bucketLogs).Cursor()
 	end := append([]byte(name), 1) // the first key after the group's
-	k, v := c.Seek(end)
-	if k == nil {
+	var k, v []byte
+	if next, _ := c.Seek(end); next == nil {
+		// No key after the group's: its last key, if any, is the file's.
 		k, v = c.Last()
 	} else {
 		k, v = c.Prev()
