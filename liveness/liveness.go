@@ -46,7 +46,11 @@ type Config struct {
 	// OnChange is called (from the tracker's goroutine) when a peer turns
 	// dead or alive again, and when this node's clock crosses MaxOffset.
 	OnChange func()
-	Logger   *slog.Logger
+	// OnStep is called (from the tracker's goroutine) when a round sees
+	// that the wall clock stepped: whatever sleeps on the monotonic clock
+	// until a wall-clock time should look again.
+	OnStep func()
+	Logger *slog.Logger
 }
 
 // Defaults of Config.
@@ -138,6 +142,9 @@ func New(cfg Config) *Tracker {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
 	}
+	if cfg.OnStep == nil {
+		cfg.OnStep = func() {}
+	}
 	t := &Tracker{cfg: cfg, log: cfg.Logger.With("component", "liveness"), start: time.Now(), peers: map[string]*peerState{}}
 	t.drift.Store(t.currentDrift())
 	return t
@@ -213,6 +220,9 @@ func (t *Tracker) round(ctx context.Context) {
 	t.mu.Unlock()
 	for _, id := range start {
 		go t.ping(ctx, id)
+	}
+	if stepped {
+		t.cfg.OnStep()
 	}
 	t.judge()
 }

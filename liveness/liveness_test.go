@@ -231,3 +231,41 @@ func TestOwnStallIsNotThePeersSilence(t *testing.T) {
 		t.Fatalf("n2 dead %v after the stall ended, before DeadAfter", d)
 	}
 }
+
+// A step of the wall clock is reported once (OnStep), so that what sleeps
+// on the monotonic clock until a wall-clock time looks again; steady time
+// reports nothing.
+func TestClockStepReported(t *testing.T) {
+	var clock skewedClock
+	var steps, rounds atomic.Int32
+	tr := New(Config{
+		Self: "n1",
+		Peers: func() map[string]string {
+			rounds.Add(1)
+			return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"}
+		},
+		Pinger: newNet(), Clock: clock.now, Interval: 10 * time.Millisecond,
+		Lease: testLease, DeadAfter: testDeadAfter,
+		OnStep: func() { steps.Add(1) },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitRounds := func(n int32) {
+		t.Helper()
+		from := rounds.Load()
+		testutil.Eventually(t, 5*time.Second, fmt.Sprintf("%d rounds", n), testutil.True(func() bool { return rounds.Load()-from >= n }))
+	}
+	waitRounds(5)
+	if n := steps.Load(); n != 0 {
+		t.Fatalf("%d steps reported with a steady clock", n)
+	}
+	clock.off.Store(int64(time.Hour))
+	testutil.Eventually(t, 5*time.Second, "the step reported", testutil.True(func() bool { return steps.Load() > 0 }))
+	waitRounds(5)
+	if n := steps.Load(); n != 1 {
+		t.Fatalf("one step reported %d times", n)
+	}
+}

@@ -80,6 +80,14 @@ func (n *Node) kickLiveness() {
 	}
 }
 
+// clockStepped wakes the slot leaders' loops, which sleep on the monotonic
+// clock until wall-clock due times (slot Replica.ClockStepped).
+func (n *Node) clockStepped() {
+	for _, rep := range n.slots.All() {
+		rep.ClockStepped()
+	}
+}
+
 // watchLiveness runs the liveness check and reacts to it: the connections
 // to a dead peer are dropped (calls waiting on them fail at once), the
 // followers of groups a dead peer led elect a new leader now, and while

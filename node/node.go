@@ -150,7 +150,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.live = liveness.New(liveness.Config{
 		Self: n.id.NodeID, Peers: n.livePeers, Pinger: n.rpc, Clock: cfg.Clock,
 		Interval: interval, Lease: lease, DeadAfter: deadAfter, MaxOffset: cfg.MaxClockOffset,
-		OnChange: n.kickLiveness, Logger: n.log,
+		OnChange: n.kickLiveness, OnStep: n.clockStepped, Logger: n.log,
 	})
 
 	metaStream, err := n.mux.StreamLayer(mux.MetaGroup, nil)

@@ -362,6 +362,21 @@ func (r *Replica) Reset() {
 	}
 }
 
+// ClockStepped wakes the leader's loops to look at the clock again: they
+// sleep on the monotonic clock until a wall-clock due time (up to
+// idleWake), so after the wall clock stepped forward they would sleep past
+// due times until their timers ran out. The node calls it when its
+// liveness check sees a step.
+func (r *Replica) ClockStepped() {
+	if s := r.active.Load(); s != nil {
+		s.signal()
+	}
+	select {
+	case r.schedWake <- struct{}{}:
+	default:
+	}
+}
+
 // pauseScheduler stops dispatching and waits for the callbacks in flight to
 // finish and commit, before a planned leadership transfer: the next leader
 // then has nothing to fire twice. after(true) resumes dispatching when
