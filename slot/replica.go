@@ -277,8 +277,13 @@ func groupName(s int) string { return fmt.Sprintf("slot-%d", s) }
 // allow raftgroup.CaughtUpSlack). A follower whose replication failed is
 // retried on the next write, or caught up at once when it answers
 // heartbeats again (raftgroup catchUp); only an idle group's retry waits
-// for this tick.
-const SlotCommitTimeout = 5 * time.Second
+// for this tick. 5 s was still ~20 % of an idle node's wake-ups at 256
+// slots (each send wakes the leader's replication and pipeline goroutines,
+// the connection's writer and reader on both sides, the follower's raft
+// loop: docs/scaling.md, fifth pass); 15 s keeps twice it within the
+// 30 s after which the cluster warns of a replica behind
+// (cluster.DefaultReplicaWarnAfter).
+const SlotCommitTimeout = 15 * time.Second
 
 // Slot groups' raft timeouts unless the Timing sets them (a zero
 // HeartbeatTimeout). hashicorp/raft's leader wakes a goroutine per
