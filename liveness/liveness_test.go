@@ -44,6 +44,18 @@ func (n *fakeNet) Ping(ctx context.Context, addr string, _ int64) (int64, error)
 	return time.Now().Add(p.offset).UnixNano(), nil
 }
 
+// PingAsync is Ping on a goroutine of its own, as the tracker's Pinger.
+func (n *fakeNet) PingAsync(addr string, wall int64, done func(int64, error)) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		t2, err := n.Ping(ctx, addr, wall)
+		if ctx.Err() == nil {
+			done(t2, err)
+		}
+	}()
+	return cancel
+}
+
 func (n *fakeNet) set(addr string, f func(p *fakePeer)) {
 	n.mu.Lock()
 	f(n.peers[addr])
