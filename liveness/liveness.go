@@ -33,7 +33,7 @@ type Config struct {
 	// Clock is the node's wall clock (time.Now, or the --debug-faults
 	// clock); only used for the offset, never for timing.
 	Clock func() time.Time
-	// Interval between two pings of one peer (default 100ms).
+	// Interval between two pings of one peer (default 200ms).
 	Interval time.Duration
 	// Lease: a slot leader may send callbacks while a majority of the
 	// slot's voters answered a ping sent less than Lease ago (default
@@ -58,7 +58,7 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultInterval  = 100 * time.Millisecond
+	DefaultInterval  = 200 * time.Millisecond
 	DefaultLease     = 500 * time.Millisecond
 	DefaultDeadAfter = 700 * time.Millisecond
 	DefaultMaxOffset = 250 * time.Millisecond
@@ -102,7 +102,7 @@ type Tracker struct {
 
 // stallAfter: a gap between two rounds this long means this node itself
 // was not scheduled (CPU starvation, a pause of its own).
-func (t *Tracker) stallAfter() time.Duration { return 3 * t.cfg.Interval }
+func (t *Tracker) stallAfter() time.Duration { return min(3*t.cfg.Interval, 300*time.Millisecond) }
 
 type peerState struct {
 	addr      string
@@ -256,6 +256,33 @@ func (t *Tracker) round(ctx context.Context) {
 		t.cfg.OnStep()
 	}
 	t.judge()
+}
+
+// ConnLost pings the peer at addr now unless a ping to it is in flight:
+// its connection broke (rpc/peer ClientOptions.OnConnLost). A peer that
+// died refuses the ping's dial, and is found dead at once rather than at
+// the next round — with rounds every 200 ms, up to 200 ms later; a peer
+// that merely dropped a connection answers. An in-flight ping on the
+// broken connection fails by itself, with the same effect.
+func (t *Tracker) ConnLost(addr string) {
+	var id string
+	var seq uint64
+	t.mu.Lock()
+	if !t.stopped {
+		for pid, p := range t.peers {
+			if p.addr == addr && !p.inflight {
+				p.inflight = true
+				p.seq++
+				p.sentAt = t.mono()
+				id, seq = pid, p.seq
+				break
+			}
+		}
+	}
+	t.mu.Unlock()
+	if id != "" {
+		t.ping(id, seq)
+	}
 }
 
 // stop gives up the pings in flight; answers still arriving count for

@@ -281,3 +281,31 @@ func TestClockStepReported(t *testing.T) {
 		t.Fatalf("one step reported %d times", n)
 	}
 }
+
+// ConnLost pings the peer at once: one that died (refuses) is found dead
+// long before the next round; one that is fine answers and stays alive.
+func TestConnLostPingsAtOnce(t *testing.T) {
+	net := newNet()
+	var changes atomic.Int32
+	tr := New(Config{
+		Self:     "n1",
+		Peers:    func() map[string]string { return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"} },
+		Pinger:   net,
+		Interval: time.Hour, // only the first round, at start
+		Lease:    testLease, DeadAfter: time.Hour,
+		OnChange: func() { changes.Add(1) },
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testutil.Eventually(t, 5*time.Second, "the first round answered", testutil.True(func() bool { return tr.LeaseHeld([]string{"n1", "n2", "n3"}) && len(tr.PeerOffsets()) == 2 }))
+	net.set("a2", func(p *fakePeer) { p.gone = true })
+	tr.ConnLost("a2")
+	tr.ConnLost("a3")
+	testutil.Eventually(t, 5*time.Second, "n2 found dead", testutil.True(func() bool { return tr.Dead("n2") }))
+	if tr.Dead("n3") {
+		t.Fatal("n3, whose connection broke but which answers, was found dead")
+	}
+}

@@ -143,7 +143,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
 	n.rpcSrv.SetClock(cfg.Clock)
-	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
+	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log, OnConnLost: n.connLost})
 	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log, Flush: beatFlush(cfg.Timing)})
 	n.beats.Serve(n.rpcSrv)
 	interval, lease, deadAfter := livenessTiming(cfg.Timing)

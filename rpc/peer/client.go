@@ -45,6 +45,12 @@ type ClientOptions struct {
 	// client pings every quarter of it; the peer's transport answers
 	// independently of slow handlers. Default 5s; negative disables.
 	DeadPeerTimeout time.Duration
+	// OnConnLost, if set, is told (on a goroutine of its own) the address
+	// of a peer whose connection broke — closed or reset by the peer, a
+	// failed read or write, silence with calls outstanding — though not
+	// one this client closed itself (Close, Drop). The liveness check
+	// pings that peer at once rather than at its next round.
+	OnConnLost func(addr string)
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -521,6 +527,9 @@ func (cc *clientConn) fail(err error) {
 	cc.p.remove(cc, err)
 	for _, cl := range pending {
 		cl.deliver(result{err: err})
+	}
+	if f := cc.p.c.opts.OnConnLost; f != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrDropped) {
+		go f(cc.p.addr)
 	}
 	if !errors.Is(err, ErrClosed) {
 		cc.p.log.Info("peer connection lost", "calls_failed", len(pending), "error", err)

@@ -816,3 +816,28 @@ func TestPingAsync(t *testing.T) {
 		return nil
 	})
 }
+
+// OnConnLost hears of a connection the peer broke (here: it stopped), not
+// of one this client dropped itself.
+func TestOnConnLost(t *testing.T) {
+	lost := make(chan string, 16)
+	c := newClient(t, ClientOptions{OnConnLost: func(addr string) { lost <- addr }})
+	dropped := startServer(t, "127.0.0.1:0", echo)
+	if _, err := c.Call(timeout(t, 5*time.Second), dropped.addr, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Drop(dropped.addr, errors.New("test"))
+	ts := startServer(t, "127.0.0.1:0", echo)
+	if _, err := c.Call(timeout(t, 5*time.Second), ts.addr, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	ts.stop()
+	select {
+	case addr := <-lost:
+		if addr != ts.addr {
+			t.Fatalf("lost %s, want %s (the dropped one must not count)", addr, ts.addr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OnConnLost after the peer stopped")
+	}
+}
