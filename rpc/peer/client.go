@@ -182,8 +182,8 @@ func (c *Client) Ping(ctx context.Context, addr string, wall int64) (int64, erro
 // PingAsync is Ping without a goroutine waiting for the answer: done gets
 // the outcome once — from the connection's reader goroutine, or from
 // whoever fails the connection, or at once — unless cancel was called
-// first; it must not block. An idle node pings every peer ten times a
-// second, and the goroutine each Ping woke was ~10 % of the node's
+// first; it must not block. An idle node pings every peer five times a
+// second (ten before), and the goroutine each Ping woke was ~10 % of the node's
 // wake-ups (docs/scaling.md, fifth pass). While the first connection to
 // addr is still being dialed the ping waits for it on a goroutine of its
 // own, as Ping does. There is no timeout: the caller cancels a ping it
