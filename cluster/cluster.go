@@ -183,13 +183,15 @@ func (c *Cluster) leaveSerf() {
 	}
 }
 
-// KickReconcile wakes the reconciler (the meta state changed). It never
-// blocks.
+// KickReconcile wakes the reconciler (the meta state changed), and the
+// controller, which waits up to controllerIdle between passes while
+// nothing changes. It never blocks.
 func (c *Cluster) KickReconcile() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
+	c.kickController()
 }
 
 func (c *Cluster) kickController() {

@@ -225,7 +225,9 @@ func (c *Cluster) viewLoop() {
 			return
 		case <-t.C:
 		}
-		every := viewEvery(c.SlotCount())
+		// The controller refreshes the view at least every
+		// controllerIdle; this loop fills in only when it stopped.
+		every := max(viewEvery(c.SlotCount()), controllerIdle+time.Second)
 		c.view.mu.Lock()
 		fresh := time.Since(c.view.at) < every
 		c.view.mu.Unlock()

@@ -1,6 +1,7 @@
 // Package liveness is the node-level liveness protocol: every node pings
-// every other member about ten times a second (rpc/peer's ping frame,
-// answered by the peer's transport itself), and keeps per peer when it
+// every other member five times a second (rpc/peer's ping frame, answered
+// by the peer's transport itself; at once, out of turn, when its
+// connection to the peer broke: ConnLost), and keeps per peer when it
 // last answered and how far its clock is from ours. Three things rest on
 // it (docs/reliability.md#liveness-fencing-and-clocks):
 //

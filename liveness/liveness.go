@@ -14,10 +14,13 @@ import (
 )
 
 // Pinger sends one liveness ping carrying this node's wall time (Unix ns)
-// and returns the peer's wall time when it answered (0: the peer does not
-// say). rpc/peer's Client implements it.
+// and hands done the peer's wall time when it answered (0: the peer does
+// not say), or the error; done is called once, must not block, and is not
+// called after cancel. rpc/peer's Client implements it. (No goroutine
+// waits for the answer: it was ~10 % of an idle node's wake-ups,
+// docs/scaling.md, fifth pass.)
 type Pinger interface {
-	Ping(ctx context.Context, addr string, wall int64) (int64, error)
+	PingAsync(addr string, wall int64, done func(peerWall int64, err error)) (cancel func())
 }
 
 // Config configures a Tracker. Zero durations take the defaults.
@@ -30,7 +33,7 @@ type Config struct {
 	// Clock is the node's wall clock (time.Now, or the --debug-faults
 	// clock); only used for the offset, never for timing.
 	Clock func() time.Time
-	// Interval between two pings of one peer (default 100ms).
+	// Interval between two pings of one peer (default 200ms).
 	Interval time.Duration
 	// Lease: a slot leader may send callbacks while a majority of the
 	// slot's voters answered a ping sent less than Lease ago (default
@@ -46,12 +49,16 @@ type Config struct {
 	// OnChange is called (from the tracker's goroutine) when a peer turns
 	// dead or alive again, and when this node's clock crosses MaxOffset.
 	OnChange func()
-	Logger   *slog.Logger
+	// OnStep is called (from the tracker's goroutine) when a round sees
+	// that the wall clock stepped: whatever sleeps on the monotonic clock
+	// until a wall-clock time should look again.
+	OnStep func()
+	Logger *slog.Logger
 }
 
 // Defaults of Config.
 const (
-	DefaultInterval  = 100 * time.Millisecond
+	DefaultInterval  = 200 * time.Millisecond
 	DefaultLease     = 500 * time.Millisecond
 	DefaultDeadAfter = 700 * time.Millisecond
 	DefaultMaxOffset = 250 * time.Millisecond
@@ -85,6 +92,7 @@ type Tracker struct {
 	exceeded  bool
 	steppedAt time.Duration // mono; when a clock step voided the offsets
 	lastRound time.Duration // mono; when the latest round ran
+	stopped   bool          // Run returned
 	// stallEnd is when this node's own rounds resumed after a stall (a
 	// round later than stallAfter): a peer's silence counts from there
 	// (deadLocked), because pings this node did not send, or whose answers
@@ -94,7 +102,7 @@ type Tracker struct {
 
 // stallAfter: a gap between two rounds this long means this node itself
 // was not scheduled (CPU starvation, a pause of its own).
-func (t *Tracker) stallAfter() time.Duration { return 3 * t.cfg.Interval }
+func (t *Tracker) stallAfter() time.Duration { return min(3*t.cfg.Interval, 300*time.Millisecond) }
 
 type peerState struct {
 	addr      string
@@ -102,6 +110,9 @@ type peerState struct {
 	lastOK    time.Duration // mono send time of the latest answered ping; 0: never
 	fastFail  bool          // the latest ping failed at once (refused, connection broken)
 	inflight  bool
+	seq       uint64        // the ping in flight (or the latest): older answers are void
+	sentAt    time.Duration // mono, when the ping in flight was sent
+	cancel    func()        // gives up the ping in flight
 	dead      bool
 	samples   []sample
 	// gaps counts the lapses in this peer's answers: an answer to a ping
@@ -138,6 +149,9 @@ func New(cfg Config) *Tracker {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
 	}
+	if cfg.OnStep == nil {
+		cfg.OnStep = func() {}
+	}
 	t := &Tracker{cfg: cfg, log: cfg.Logger.With("component", "liveness"), start: time.Now(), peers: map[string]*peerState{}}
 	t.drift.Store(t.currentDrift())
 	return t
@@ -156,6 +170,7 @@ func (t *Tracker) stepped() bool {
 func (t *Tracker) Run(ctx context.Context) {
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
+	defer t.stop()
 	for {
 		t.round(ctx)
 		select {
@@ -167,11 +182,17 @@ func (t *Tracker) Run(ctx context.Context) {
 }
 
 // round starts a ping to every peer that has none in flight, and judges
-// every peer's state.
+// every peer's state. A ping unanswered for DeadAfter is given up (as its
+// timeout did when a goroutine waited for each): a new one goes instead.
 func (t *Tracker) round(ctx context.Context) {
 	want := t.cfg.Peers()
 	now := t.mono()
-	var start []string
+	type start struct {
+		id  string
+		seq uint64
+	}
+	var starts []start
+	var giveUp []func()
 	stepped := t.stepped()
 	t.mu.Lock()
 	if t.lastRound > 0 && now-t.lastRound > t.stallAfter() {
@@ -200,49 +221,122 @@ func (t *Tracker) round(ctx context.Context) {
 		if p.addr != addr {
 			p.addr, p.samples = addr, nil
 		}
+		if p.inflight && now-p.sentAt >= t.cfg.DeadAfter {
+			p.inflight = false
+			if p.cancel != nil {
+				giveUp = append(giveUp, p.cancel)
+				p.cancel = nil
+			}
+		}
 		if !p.inflight {
 			p.inflight = true
-			start = append(start, id)
+			p.seq++
+			p.sentAt = now
+			starts = append(starts, start{id, p.seq})
 		}
 	}
-	for id := range t.peers {
+	for id, p := range t.peers {
 		if _, ok := want[id]; !ok {
+			if p.cancel != nil {
+				giveUp = append(giveUp, p.cancel)
+			}
 			delete(t.peers, id)
 		}
 	}
 	t.mu.Unlock()
-	for _, id := range start {
-		go t.ping(ctx, id)
+	for _, c := range giveUp {
+		c()
+	}
+	if ctx.Err() == nil {
+		for _, s := range starts {
+			t.ping(s.id, s.seq)
+		}
+	}
+	if stepped {
+		t.cfg.OnStep()
 	}
 	t.judge()
 }
 
-// ping sends one ping and records its outcome.
-func (t *Tracker) ping(ctx context.Context, id string) {
+// ConnLost pings the peer at addr now unless a ping to it is in flight:
+// its connection broke (rpc/peer ClientOptions.OnConnLost). A peer that
+// died refuses the ping's dial, and is found dead at once rather than at
+// the next round — with rounds every 200 ms, up to 200 ms later; a peer
+// that merely dropped a connection answers. An in-flight ping on the
+// broken connection fails by itself, with the same effect.
+func (t *Tracker) ConnLost(addr string) {
+	var id string
+	var seq uint64
 	t.mu.Lock()
-	p := t.peers[id]
-	addr := ""
-	if p != nil {
-		addr = p.addr
+	if !t.stopped {
+		for pid, p := range t.peers {
+			if p.addr == addr && !p.inflight {
+				p.inflight = true
+				p.seq++
+				p.sentAt = t.mono()
+				id, seq = pid, p.seq
+				break
+			}
+		}
 	}
 	t.mu.Unlock()
-	if addr == "" {
-		return
+	if id != "" {
+		t.ping(id, seq)
 	}
-	sent := t.mono()
-	t1 := t.cfg.Clock().UnixNano()
-	pctx, cancel := context.WithTimeout(ctx, t.cfg.DeadAfter)
-	t2, err := t.cfg.Pinger.Ping(pctx, addr, t1)
-	cancel()
-	recv := t.mono()
-	t3 := t.cfg.Clock().UnixNano()
+}
+
+// stop gives up the pings in flight; answers still arriving count for
+// nothing (the node is shutting down: a closed client is no verdict).
+func (t *Tracker) stop() {
 	t.mu.Lock()
-	p = t.peers[id]
-	if p == nil || p.addr != addr {
+	t.stopped = true
+	var giveUp []func()
+	for _, p := range t.peers {
+		if p.cancel != nil {
+			giveUp = append(giveUp, p.cancel)
+			p.cancel = nil
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range giveUp {
+		c()
+	}
+}
+
+// ping sends ping seq to peer id; answered records its outcome.
+func (t *Tracker) ping(id string, seq uint64) {
+	t.mu.Lock()
+	p := t.peers[id]
+	if p == nil || p.seq != seq || !p.inflight {
 		t.mu.Unlock()
 		return
 	}
-	p.inflight = false
+	addr := p.addr
+	t.mu.Unlock()
+	sent := t.mono()
+	t1 := t.cfg.Clock().UnixNano()
+	cancel := t.cfg.Pinger.PingAsync(addr, t1, func(t2 int64, err error) {
+		t.answered(id, addr, seq, sent, t1, t2, err)
+	})
+	t.mu.Lock()
+	if p := t.peers[id]; p != nil && p.seq == seq && p.inflight {
+		p.cancel = cancel
+	}
+	t.mu.Unlock()
+}
+
+// answered records the outcome of ping seq to peer id at addr, sent at
+// sent (mono) carrying t1, answered with the peer's wall time t2.
+func (t *Tracker) answered(id, addr string, seq uint64, sent time.Duration, t1, t2 int64, err error) {
+	recv := t.mono()
+	t3 := t.cfg.Clock().UnixNano()
+	t.mu.Lock()
+	p := t.peers[id]
+	if p == nil || p.addr != addr || p.seq != seq || t.stopped {
+		t.mu.Unlock()
+		return
+	}
+	p.inflight, p.cancel = false, nil
 	if err != nil {
 		// A timeout says nothing new (DeadAfter judges silence); a
 		// refused or broken connection says the peer is gone now — unless
@@ -250,7 +344,7 @@ func (t *Tracker) ping(ctx context.Context, id string) {
 		// Drop): counted, a verdict caused by a starved moment would renew
 		// itself at every drop (seen forming 1,024 slots: 60-90 verdicts
 		// per node).
-		fast := !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, peer.ErrDropped) && ctx.Err() == nil
+		fast := !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, peer.ErrDropped)
 		p.fastFail = fast
 		t.mu.Unlock()
 		if fast {

@@ -44,6 +44,18 @@ func (n *fakeNet) Ping(ctx context.Context, addr string, _ int64) (int64, error)
 	return time.Now().Add(p.offset).UnixNano(), nil
 }
 
+// PingAsync is Ping on a goroutine of its own, as the tracker's Pinger.
+func (n *fakeNet) PingAsync(addr string, wall int64, done func(int64, error)) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		t2, err := n.Ping(ctx, addr, wall)
+		if ctx.Err() == nil {
+			done(t2, err)
+		}
+	}()
+	return cancel
+}
+
 func (n *fakeNet) set(addr string, f func(p *fakePeer)) {
 	n.mu.Lock()
 	f(n.peers[addr])
@@ -229,5 +241,71 @@ func TestOwnStallIsNotThePeersSilence(t *testing.T) {
 	}
 	if d := time.Since(resumed); d < 200*time.Millisecond {
 		t.Fatalf("n2 dead %v after the stall ended, before DeadAfter", d)
+	}
+}
+
+// A step of the wall clock is reported once (OnStep), so that what sleeps
+// on the monotonic clock until a wall-clock time looks again; steady time
+// reports nothing.
+func TestClockStepReported(t *testing.T) {
+	var clock skewedClock
+	var steps, rounds atomic.Int32
+	tr := New(Config{
+		Self: "n1",
+		Peers: func() map[string]string {
+			rounds.Add(1)
+			return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"}
+		},
+		Pinger: newNet(), Clock: clock.now, Interval: 10 * time.Millisecond,
+		Lease: testLease, DeadAfter: testDeadAfter,
+		OnStep: func() { steps.Add(1) },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitRounds := func(n int32) {
+		t.Helper()
+		from := rounds.Load()
+		testutil.Eventually(t, 5*time.Second, fmt.Sprintf("%d rounds", n), testutil.True(func() bool { return rounds.Load()-from >= n }))
+	}
+	waitRounds(5)
+	if n := steps.Load(); n != 0 {
+		t.Fatalf("%d steps reported with a steady clock", n)
+	}
+	clock.off.Store(int64(time.Hour))
+	testutil.Eventually(t, 5*time.Second, "the step reported", testutil.True(func() bool { return steps.Load() > 0 }))
+	waitRounds(5)
+	if n := steps.Load(); n != 1 {
+		t.Fatalf("one step reported %d times", n)
+	}
+}
+
+// ConnLost pings the peer at once: one that died (refuses) is found dead
+// long before the next round; one that is fine answers and stays alive.
+func TestConnLostPingsAtOnce(t *testing.T) {
+	net := newNet()
+	var changes atomic.Int32
+	tr := New(Config{
+		Self:     "n1",
+		Peers:    func() map[string]string { return map[string]string{"n1": "a1", "n2": "a2", "n3": "a3"} },
+		Pinger:   net,
+		Interval: time.Hour, // only the first round, at start
+		Lease:    testLease, DeadAfter: time.Hour,
+		OnChange: func() { changes.Add(1) },
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testutil.Eventually(t, 5*time.Second, "the first round answered", testutil.True(func() bool { return tr.LeaseHeld([]string{"n1", "n2", "n3"}) && len(tr.PeerOffsets()) == 2 }))
+	net.set("a2", func(p *fakePeer) { p.gone = true })
+	tr.ConnLost("a2")
+	tr.ConnLost("a3")
+	testutil.Eventually(t, 5*time.Second, "n2 found dead", testutil.True(func() bool { return tr.Dead("n2") }))
+	if tr.Dead("n3") {
+		t.Fatal("n3, whose connection broke but which answers, was found dead")
 	}
 }

@@ -37,26 +37,35 @@ func (n *Node) SetClockOffset(d time.Duration) error {
 // livenessTiming derives the liveness settings from raft's timing: the
 // lease stays below every way another node could be elected (a follower on
 // its own: the heartbeat timeout; a hurried one: only after the liveness
-// check found this node dead, DeadAfter).
+// check found this node dead, DeadAfter). Pings go every 2/5 of the lease
+// (200 ms against 500 ms; it was a fifth, 100 ms, and the pings were the
+// largest part of an idle 12-slot node's wake-ups — docs/scaling.md,
+// fifth pass): the lease holds while a ping's answer takes less than
+// 300 ms, and a peer whose connection breaks is pinged at once
+// (Tracker.ConnLost), so a killed node is found dead as soon as before.
 func livenessTiming(t raftgroup.Timing) (interval, lease, deadAfter time.Duration) {
 	t = t.WithDefaults()
 	lease = min(liveness.DefaultLease, t.HeartbeatTimeout/2)
 	deadAfter = lease + liveness.DefaultDeadAfter - liveness.DefaultLease
-	interval = min(liveness.DefaultInterval, lease/5)
+	interval = min(liveness.DefaultInterval, lease*2/5)
 	return interval, lease, deadAfter
 }
 
 // beatFlush is how long the slots' coalesced heartbeats to a peer wait
-// for company (rpc/beat Options.Flush): a 25th of the slots' raft lease —
-// 20 ms with a 500 ms lease, 100 ms with the slots' production 2.5 s
+// for company (rpc/beat Options.Flush): a tenth of the slots' raft lease —
+// 50 ms with a 500 ms lease, 250 ms with the slots' production 2.5 s
 // (heartbeats every 0.5-1 s: at 20 ms a batch carried ~1.4 of them, so
-// nearly every heartbeat was its own call and wake-up).
+// nearly every heartbeat was its own call and wake-up; at 100 ms a node
+// of 256 slots still sent ~9 batches a second to each peer). A heartbeat
+// then reaches its follower up to 1.25 s after the one before, well
+// inside the lease; nothing else waits on it (a read's heartbeat round
+// goes at once, Transport.Urgent; failover does not wait for heartbeats).
 func beatFlush(t raftgroup.Timing) time.Duration {
 	lease := slot.SlotLeaderLease
 	if t.HeartbeatTimeout != 0 {
 		lease = t.WithDefaults().LeaderLeaseTimeout
 	}
-	return lease / 25
+	return lease / 10
 }
 
 // livePeers is what the liveness check pings: every member of the node
@@ -77,6 +86,22 @@ func (n *Node) kickLiveness() {
 	select {
 	case n.liveKick <- struct{}{}:
 	default:
+	}
+}
+
+// connLost has the liveness check ping a peer whose connection broke
+// (rpc/peer ClientOptions.OnConnLost).
+func (n *Node) connLost(addr string) {
+	if l := n.live; l != nil {
+		l.ConnLost(addr)
+	}
+}
+
+// clockStepped wakes the slot leaders' loops, which sleep on the monotonic
+// clock until wall-clock due times (slot Replica.ClockStepped).
+func (n *Node) clockStepped() {
+	for _, rep := range n.slots.All() {
+		rep.ClockStepped()
 	}
 }
 
@@ -129,9 +154,9 @@ type livenessReactor struct {
 // election that much after the one before it in the order of hurryOrder,
 // so one of them wins the first round instead of splitting the vote. It
 // exceeds the usual spread of the followers' own detections of the dead
-// leader (up to ~100 ms: pings go every 100 ms), which it must outlast for
+// leader (up to ~200 ms: pings go every 200 ms), which it must outlast for
 // the order to hold.
-const hurryStagger = 150 * time.Millisecond
+const hurryStagger = 250 * time.Millisecond
 
 // hurryRetry is how soon a group that still follows a dead leader is
 // hurried again. Expedite is a no-op while the group's hurry runs, so this

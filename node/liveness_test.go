@@ -1,6 +1,11 @@
 package node
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/raftgroup"
+)
 
 // hurryOrder places the followers of a group so that the one with the
 // longest log goes last (it wins: the others refuse a shorter log), ties
@@ -95,5 +100,21 @@ func TestCampaignDecision(t *testing.T) {
 				t.Fatalf("pick %t agreed %t, want %t %t", pick, agreed, c.pick, c.agreed)
 			}
 		})
+	}
+}
+
+// The coalesced heartbeats wait a tenth of the slots' raft lease for
+// company: well inside the lease, however the timing is set.
+func TestBeatFlush(t *testing.T) {
+	for _, c := range []struct {
+		timing raftgroup.Timing
+		want   time.Duration
+	}{
+		{raftgroup.Timing{}, 250 * time.Millisecond}, // production: slot.SlotLeaderLease
+		{raftgroup.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond}, 15 * time.Millisecond},
+	} {
+		if got := beatFlush(c.timing); got != c.want {
+			t.Errorf("beatFlush(%+v) = %v, want %v", c.timing, got, c.want)
+		}
 	}
 }

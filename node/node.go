@@ -143,14 +143,14 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
 	n.rpcSrv.SetClock(cfg.Clock)
-	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log})
+	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log, OnConnLost: n.connLost})
 	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log, Flush: beatFlush(cfg.Timing)})
 	n.beats.Serve(n.rpcSrv)
 	interval, lease, deadAfter := livenessTiming(cfg.Timing)
 	n.live = liveness.New(liveness.Config{
 		Self: n.id.NodeID, Peers: n.livePeers, Pinger: n.rpc, Clock: cfg.Clock,
 		Interval: interval, Lease: lease, DeadAfter: deadAfter, MaxOffset: cfg.MaxClockOffset,
-		OnChange: n.kickLiveness, Logger: n.log,
+		OnChange: n.kickLiveness, OnStep: n.clockStepped, Logger: n.log,
 	})
 
 	metaStream, err := n.mux.StreamLayer(mux.MetaGroup, nil)

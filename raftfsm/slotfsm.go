@@ -31,6 +31,13 @@ type ScheduleObserver interface {
 	SchedulesChanged(earliest int64)
 }
 
+// ApplyObserver, when the Observer also implements it, hears after every
+// batch that applied entries (AppliedBytes grew): the replica's snapshot
+// loop sleeps until then while idle.
+type ApplyObserver interface {
+	Applied()
+}
+
 // ErrStopped is returned for every command after a storage failure stopped
 // the replica.
 var ErrStopped = errors.New("slot state machine stopped after a storage failure")
@@ -53,6 +60,10 @@ type SlotFSM struct {
 	offset  atomic.Int64
 	pending atomic.Int64
 	stopped atomic.Bool
+	// offsetCurrent: the latest command applied was an offset advance
+	// (OffsetCurrent). Raft's own entries (configurations, no-ops,
+	// barriers) do not change it.
+	offsetCurrent atomic.Bool
 	// appliedBytes counts command bytes applied since the process started,
 	// so the replica can snapshot by log volume, not just entry count.
 	appliedBytes atomic.Uint64
@@ -85,6 +96,9 @@ func OpenSlotFSM(db *storage.DB, slot int, log *slog.Logger, onFatal func(error)
 		return nil, err
 	}
 	f.applied.Store(applied)
+	// Whatever came before is not known: one advance is due, unless
+	// nothing was ever applied.
+	f.offsetCurrent.Store(applied == 0)
 	f.offset.Store(offset)
 	f.pending.Store(pending)
 	f.restoring = restoring
@@ -165,6 +179,12 @@ func (f *SlotFSM) Applied() uint64 { return f.applied.Load() }
 // Offset is the scan offset: no due entry is earlier.
 func (f *SlotFSM) Offset() int64 { return f.offset.Load() }
 
+// OffsetCurrent reports that no command was applied since the latest
+// offset advance (on a replica that opened with nothing applied, none
+// since it opened): a new advance could only restate the clock, since no
+// due entry was written or removed below it.
+func (f *SlotFSM) OffsetCurrent() bool { return f.offsetCurrent.Load() }
+
 // AppliedBytes is the number of command bytes applied since open.
 func (f *SlotFSM) AppliedBytes() uint64 { return f.appliedBytes.Load() }
 
@@ -200,6 +220,8 @@ type applyState struct {
 	// earliest at schedMin: the leader's schedule loop looks again.
 	schedNotes bool
 	schedMin   int64
+
+	offsetCurrent bool // SlotFSM.offsetCurrent as of the command applied last
 }
 
 // ApplyBatch implements raft.BatchingFSM: every entry of the batch goes into
@@ -213,7 +235,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return res
 	}
-	s := &applyState{f: f, b: f.db.NewIndexedBatch(), offset: f.offset.Load(), pending: f.pending.Load()}
+	s := &applyState{f: f, b: f.db.NewIndexedBatch(), offset: f.offset.Load(), pending: f.pending.Load(), offsetCurrent: f.offsetCurrent.Load()}
 	defer s.b.Close()
 	defer s.closeExists()
 	applied := f.applied.Load()
@@ -243,6 +265,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		out := make([]model.Result, len(cmds))
 		for j, c := range cmds {
+			_, s.offsetCurrent = c.(*AdvanceOffset)
 			r, err := s.apply(c)
 			if err != nil {
 				f.fail(fmt.Errorf("slot %d: apply index %d: %w", f.slot, l.Index, err))
@@ -274,6 +297,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return res
 	}
+	f.offsetCurrent.Store(s.offsetCurrent)
 	f.applied.Store(last)
 	f.offset.Store(s.offset)
 	f.pending.Store(s.pending)
@@ -283,6 +307,9 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		if so, ok := box.o.(ScheduleObserver); ok && s.schedNotes {
 			so.SchedulesChanged(s.schedMin)
+		}
+		if ao, ok := box.o.(ApplyObserver); ok {
+			ao.Applied()
 		}
 	}
 	return res

@@ -538,3 +538,66 @@ func TestNewerCommandStopsTheMetaNode(t *testing.T) {
 		t.Fatalf("fatal %v, index %d", fatal, f.State().Index)
 	}
 }
+
+// OffsetCurrent: true while no command was applied since the latest offset
+// advance (an idle leader then proposes none), whatever raft's own
+// entries do; a replica that reopens with something applied owes one.
+func TestOffsetCurrent(t *testing.T) {
+	create := func(id string) Command {
+		return &Create{Coll: "c", ID: id, Spec: spec(5000, 1), Now: 1}
+	}
+	adv := &AdvanceOffset{Offset: 4000}
+	cfg := &raft.Log{Type: raft.LogConfiguration}
+	for _, c := range []struct {
+		name    string
+		entries []any // []Command (one entry), or *raft.Log (raft's own)
+		want    bool
+	}{
+		{name: "nothing applied", want: true},
+		{name: "a configuration only", entries: []any{cfg}, want: true},
+		{name: "a create", entries: []any{[]Command{create("a")}}, want: false},
+		{name: "a create, then an advance", entries: []any{[]Command{create("a")}, []Command{adv}}, want: true},
+		{name: "an advance riding after outcomes", entries: []any{[]Command{create("a"), adv}}, want: true},
+		{name: "a create after the advance in one entry", entries: []any{[]Command{adv, create("a")}}, want: false},
+		{name: "an advance, then a create", entries: []any{[]Command{adv}, []Command{create("b")}}, want: false},
+		{name: "an advance, then a configuration", entries: []any{[]Command{create("a")}, []Command{adv}, cfg}, want: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := openFSM(t, memDB(t), 3)
+			var logs []*raft.Log
+			for i, e := range c.entries {
+				l, ok := e.(*raft.Log)
+				if ok {
+					l = &raft.Log{Type: l.Type, Data: l.Data}
+				} else {
+					l = &raft.Log{Type: raft.LogCommand, Data: Encode(e.([]Command)...)}
+				}
+				l.Index, l.Term = uint64(i+1), 1
+				logs = append(logs, l)
+			}
+			// One batch and one entry at a time must agree.
+			f.ApplyBatch(logs)
+			if got := f.OffsetCurrent(); got != c.want {
+				t.Fatalf("batched: OffsetCurrent = %v, want %v", got, c.want)
+			}
+			g := openFSM(t, memDB(t), 3)
+			for _, l := range logs {
+				g.ApplyBatch([]*raft.Log{l})
+			}
+			if got := g.OffsetCurrent(); got != c.want {
+				t.Fatalf("one by one: OffsetCurrent = %v, want %v", got, c.want)
+			}
+		})
+	}
+	t.Run("reopened with commands applied", func(t *testing.T) {
+		db := memDB(t)
+		f := openFSM(t, db, 3)
+		f.ApplyBatch(logOf([]Command{create("a")}, []Command{adv}))
+		if !f.OffsetCurrent() {
+			t.Fatal("not current after an advance")
+		}
+		if openFSM(t, db, 3).OffsetCurrent() {
+			t.Fatal("a reopened replica owes one advance (what came before is not known)")
+		}
+	})
+}

@@ -315,6 +315,7 @@ func (f *SlotFSM) restore(r io.Reader) error {
 	}
 	f.tombMax.Store(tm)
 	f.applied.Store(applied)
+	f.offsetCurrent.Store(false)
 	f.offset.Store(s.offset)
 	f.pending.Store(s.pending)
 	f.restoring = false

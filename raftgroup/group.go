@@ -241,6 +241,11 @@ func Open(cfg Config) (*Group, error) {
 	g.wg.Add(1)
 	go g.watchLeadership()
 	g.observe()
+	if rn, ok := rt.(resumeNotifier); ok {
+		// A follower an append failed to answers heartbeats again: catch
+		// it up now, not on the CommitTimeout tick (rpc/beat Transport).
+		rn.OnResume(g.catchUp)
+	}
 	if existing, _ := g.HasState(); existing && g.CanCampaign() {
 		g.wg.Add(1)
 		go g.electAfterRestart()
@@ -779,6 +784,10 @@ func (g *Group) VerifyLeader() error {
 // urgentTransport is a transport that can send heartbeats at once for a
 // while (rpc/beat's coalescing one).
 type urgentTransport interface{ Urgent(d time.Duration) }
+
+// resumeNotifier is a transport that reports a follower an append failed
+// to answering heartbeats again (rpc/beat's).
+type resumeNotifier interface{ OnResume(fn func()) }
 
 // verifyUrgency is how long a VerifyLeader's heartbeats skip coalescing:
 // long enough for raft's heartbeat goroutines to be woken and send.

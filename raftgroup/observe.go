@@ -71,7 +71,7 @@ func (g *Group) observe() {
 
 // catchUp makes the leader replicate to a follower that answers heartbeats
 // again (it restarted, or a partition healed) now rather than at its next
-// CommitTimeout tick, which is up to 10 s for a slot: raft retries a failed
+// CommitTimeout tick, which is up to 30 s for a slot: raft retries a failed
 // follower only on that tick or when a new entry is appended, so it
 // appends one (a barrier). Without it a node restarted moments before the
 // next failure could still be behind when it is needed for a quorum.

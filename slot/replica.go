@@ -188,8 +188,13 @@ type Replica struct {
 	lastOffsetAt   atomic.Int64
 	snapBytes      atomic.Uint64
 
-	schedWake  chan struct{} // SchedulesChanged wakes the schedule loop
-	schedNoted atomic.Int64  // the earliest schedule due entry written since the loop's last look
+	schedWake chan struct{} // SchedulesChanged wakes the schedule loop
+	// maintPasses counts the upkeep loop's passes (tests wait on it).
+	maintPasses atomic.Int64
+	// snapIdle: the snapshot loop sleeps until Applied kicks snapKick.
+	snapIdle   atomic.Bool
+	snapKick   chan struct{}
+	schedNoted atomic.Int64 // the earliest schedule due entry written since the loop's last look
 	// advanceCommit is the schedule loop's moving average of an advance's
 	// commit time (ns), which its lead follows (leadFor).
 	advanceCommit atomic.Int64
@@ -203,7 +208,7 @@ type Replica struct {
 // waits for Bootstrap (or, in a cluster, to be added by a leader).
 func Open(cfg Config) (*Replica, error) {
 	cfg.setDefaults()
-	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{}), guard: newJobGuard(), schedWake: make(chan struct{}, 1)}
+	r := &Replica{cfg: cfg, slot: cfg.Slot, log: cfg.Logger.With("slot", cfg.Slot), db: cfg.DB, fireSlots: cfg.FireSlots, stopMaint: make(chan struct{}), guard: newJobGuard(), schedWake: make(chan struct{}, 1), snapKick: make(chan struct{}, 1)}
 	if err := FinishDestroy(cfg.Dir, cfg.Slot, groupName(cfg.Slot), cfg.DB, cfg.LogDB); err != nil {
 		return nil, fmt.Errorf("slot %d: finish deleting an earlier replica: %w", cfg.Slot, err)
 	}
@@ -283,8 +288,13 @@ func groupName(s int) string { return fmt.Sprintf("slot-%d", s) }
 // allow raftgroup.CaughtUpSlack). A follower whose replication failed is
 // retried on the next write, or caught up at once when it answers
 // heartbeats again (raftgroup catchUp); only an idle group's retry waits
-// for this tick.
-const SlotCommitTimeout = 5 * time.Second
+// for this tick. 5 s was still ~20 % of an idle node's wake-ups at 256
+// slots (each send wakes the leader's replication and pipeline goroutines,
+// the connection's writer and reader on both sides, the follower's raft
+// loop: docs/scaling.md, fifth pass); 15 s keeps twice it within the
+// 30 s after which the cluster warns of a replica behind
+// (cluster.DefaultReplicaWarnAfter).
+const SlotCommitTimeout = 15 * time.Second
 
 // Slot groups' raft timeouts unless the Timing sets them (a zero
 // HeartbeatTimeout). hashicorp/raft's leader wakes a goroutine per
@@ -366,10 +376,36 @@ func (r *Replica) Scheduled(due int64, coll, id string) {
 	}
 }
 
+// Applied implements raftfsm.ApplyObserver: it wakes the snapshot loop
+// when that sleeps for want of applied entries.
+func (r *Replica) Applied() {
+	if r.snapIdle.Load() {
+		select {
+		case r.snapKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Reset implements raftfsm.Observer.
 func (r *Replica) Reset() {
 	if s := r.active.Load(); s != nil {
 		s.resetAll()
+	}
+}
+
+// ClockStepped wakes the leader's loops to look at the clock again: they
+// sleep on the monotonic clock until a wall-clock due time (up to
+// idleWake), so after the wall clock stepped forward they would sleep past
+// due times until their timers ran out. The node calls it when its
+// liveness check sees a step.
+func (r *Replica) ClockStepped() {
+	if s := r.active.Load(); s != nil {
+		s.signal()
+	}
+	select {
+	case r.schedWake <- struct{}{}:
+	default:
 	}
 }
 
@@ -983,31 +1019,41 @@ func (r *Replica) maintain(ctx context.Context) {
 	// The scheduler's cursor moves with the clock, so an idle leader had
 	// a new offset to propose on every tick: one raft entry (fsyncs on
 	// three nodes) per slot every 30 s for nothing — ~11 a second per node
-	// at 1,024 slots (docs/scaling.md). With nothing applied since the
+	// at 1,024 slots (docs/scaling.md). With no command applied since the
 	// last advance there is nothing new below the cursor to skip (no
-	// outcome, create or delete), so the advance waits for activity.
-	var advancedAt uint64 // applied index after the last advance here
+	// outcome, create or delete), so the advance waits for activity. The
+	// state machine knows (OffsetCurrent), across terms: a new leader's
+	// first tick proposed an advance too, one entry per slot 30 s after
+	// every election — in a freshly formed cluster, inside the idle window
+	// scripts/density.sh measures (docs/scaling.md, fifth pass).
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		r.maintPasses.Add(1)
 		if err := r.removeExpired(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("retention cleanup failed; will retry", "error", err)
 		}
 		if err := r.dropTombstones(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("tombstone cleanup failed; will retry", "error", err)
 		}
-		if advancedAt != 0 && r.g.AppliedIndex() == advancedAt {
+		if r.fsm.OffsetCurrent() {
 			continue
 		}
-		if cmd := r.offsetCmd(); cmd != nil {
+		cmd := r.offsetCmd()
+		if o := r.proposedOffset.Load(); cmd == nil && o != 0 && r.fsm.Offset() < o {
+			// The cursor has not moved since the last advance (the loop
+			// of an idle slot sleeps), but what held the offset below it
+			// then — jobs in flight — has changed since.
+			r.lastOffset.Store(o)
+			cmd = [][]byte{raftfsm.EncodeOne(&raftfsm.AdvanceOffset{Offset: o})}
+		}
+		if cmd != nil {
 			if _, err := r.outcomes.Propose(ctx, cmd); err != nil && ctx.Err() == nil {
 				r.log.Warn("offset advance failed; will retry", "error", err)
 				r.lastOffset.Store(0)
-			} else if err == nil {
-				advancedAt = r.g.AppliedIndex()
 			}
 		}
 	}
@@ -1091,7 +1137,11 @@ func (r *Replica) snapshotLoop() {
 	defer r.maintWG.Done()
 	// Every 2 s while entries are applied; an idle replica backs off to
 	// snapshotIdleCheck (a 2 s ticker on each of 1,024 replicas was ~500
-	// wake-ups a second on an idle node, docs/scaling.md).
+	// wake-ups a second on an idle node, docs/scaling.md), and once that
+	// finds nothing applied either, it sleeps until the state machine
+	// applies something (Applied): nothing else makes a snapshot due, and
+	// the 8 s checks were still ~130 wake-ups a second at 1,024 slots
+	// (docs/scaling.md, fifth pass).
 	every := snapshotCheck
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -1103,6 +1153,19 @@ func (r *Replica) snapshotLoop() {
 		case <-t.C:
 		}
 		applied := r.fsm.AppliedBytes()
+		if applied == last && every == snapshotIdleCheck {
+			// Set before the second look: an apply after it kicks.
+			r.snapIdle.Store(true)
+			if r.fsm.AppliedBytes() == last {
+				select {
+				case <-r.stopMaint:
+					return
+				case <-r.snapKick:
+				}
+			}
+			r.snapIdle.Store(false)
+			applied = r.fsm.AppliedBytes()
+		}
 		if applied == last {
 			every = min(2*every, snapshotIdleCheck)
 		} else {
@@ -1121,8 +1184,9 @@ func (r *Replica) snapshotLoop() {
 	}
 }
 
-// snapshotCheck and snapshotIdleCheck: see snapshotLoop.
-const (
+// snapshotCheck and snapshotIdleCheck: see snapshotLoop. (Variables only
+// so that tests can shorten them.)
+var (
 	snapshotCheck     = 2 * time.Second
 	snapshotIdleCheck = 8 * time.Second
 )

@@ -262,3 +262,61 @@ func TestOldTombstonesAreDropped(t *testing.T) {
 		return nil
 	})
 }
+
+// An idle leader writes no offset advance: not on a fresh slot (raft's
+// own entries do not count), and not again once an advance followed the
+// last change (a job fired and acknowledged), however many upkeep passes
+// run. Before, every new leader's first pass proposed one (a raft entry
+// per slot 30 s after each election), and the clock alone gave it a new
+// offset to propose.
+func TestIdleLeaderWritesNoOffsetAdvance(t *testing.T) {
+	d := newFakeDeliverer()
+	ts := openTestSlot(t, t.TempDir(), d, func(c *Config) { c.MaintenanceInterval = 20 * time.Millisecond })
+	defer ts.close(t)
+	r := ts.r
+	passes := func(n int64) {
+		t.Helper()
+		from := r.maintPasses.Load()
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d upkeep passes", n), testutil.True(func() bool { return r.maintPasses.Load()-from >= n }))
+	}
+	passes(3)
+	idle := r.LastIndex()
+	passes(5)
+	if got := r.LastIndex(); got != idle {
+		t.Fatalf("a fresh idle leader wrote %d entries", got-idle)
+	}
+	create(t, r, "soon", time.Now().Add(100*time.Millisecond).UnixMilli())
+	testutil.Eventually(t, 10*time.Second, "the job fired and the offset advanced past it", func() error {
+		if len(d.times("soon")) == 0 || !r.fsm.OffsetCurrent() {
+			return fmt.Errorf("fired %d times, offset current %v", len(d.times("soon")), r.fsm.OffsetCurrent())
+		}
+		return nil
+	})
+	passes(2)
+	busy := r.LastIndex()
+	passes(5)
+	if got := r.LastIndex(); got != busy {
+		t.Fatalf("an idle leader wrote %d entries after its offset caught up", got-busy)
+	}
+}
+
+// An idle replica's snapshot loop sleeps until something is applied (no
+// timer: at 1,024 slots its 8 s checks were ~130 wake-ups a second), and
+// an apply wakes it: the log volume it brings is snapshotted as before.
+func TestSnapshotLoopSleepsUntilApplied(t *testing.T) {
+	check, idle := snapshotCheck, snapshotIdleCheck
+	snapshotCheck, snapshotIdleCheck = 10*time.Millisecond, 40*time.Millisecond
+	t.Cleanup(func() { snapshotCheck, snapshotIdleCheck = check, idle })
+	ts := openTestSlot(t, t.TempDir(), newFakeDeliverer(), func(c *Config) { c.SnapshotBytes = 1 })
+	defer ts.close(t)
+	r := ts.r
+	testutil.Eventually(t, 10*time.Second, "the idle snapshot loop asleep", testutil.True(r.snapIdle.Load))
+	create(t, r, "j", time.Now().Add(time.Hour).UnixMilli())
+	testutil.Eventually(t, 10*time.Second, "the applied create snapshotted", func() error {
+		if got, want := r.snapBytes.Load(), r.fsm.AppliedBytes(); got != want {
+			return fmt.Errorf("snapshotted up to %d of %d applied bytes", got, want)
+		}
+		return nil
+	})
+	testutil.Eventually(t, 10*time.Second, "asleep again", testutil.True(r.snapIdle.Load))
+}

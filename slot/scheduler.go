@@ -171,6 +171,12 @@ type scheduler struct {
 	cursor        []byte // every due key below it is loaded (or done)
 	cursorTime    int64
 	cursorLimited bool
+	// quietUntil (ms): no due key lies in [cursor, DueBound(quietUntil))
+	// but those noted since (which lower it), so the window need not be
+	// extended before quietUntil comes within it; 0: not known. It lets
+	// the loop of an idle slot sleep until its next job, or a note, instead
+	// of reading the index every window/2 (docs/scaling.md, fifth pass).
+	quietUntil int64
 
 	mu    sync.Mutex
 	notes []storage.DueEntry
@@ -279,6 +285,7 @@ func (s *scheduler) restart() {
 	s.cursor = storage.DueBound(s.slot, from)
 	s.cursorTime = from
 	s.cursorLimited = false
+	s.quietUntil = 0
 }
 
 func (s *scheduler) run(ctx context.Context) {
@@ -323,9 +330,14 @@ func (s *scheduler) run(ctx context.Context) {
 }
 
 // nextWake is how long the loop may sleep: until the earliest loaded job is
-// due, or until the loaded window needs extending.
+// due, or until the loaded window needs extending — which, past a stretch
+// of the index known to be empty (quietUntil), is when its end comes
+// within the window. At most idleWake.
 func (s *scheduler) nextWake(now int64, blocked bool) time.Duration {
 	next := s.cursorTime - s.window/2
+	if s.quietUntil != 0 {
+		next = max(next, s.quietUntil-s.window)
+	}
 	if s.cursorLimited {
 		next = now + 50
 	}
@@ -333,14 +345,22 @@ func (s *scheduler) nextWake(now int64, blocked bool) time.Duration {
 		next = s.heap[0].e.Due
 	}
 	d := time.UnixMilli(next).Sub(s.clock())
-	if d < 0 {
-		d = 0
-	}
-	if d > time.Second {
-		d = time.Second
-	}
-	return d
+	return min(max(d, 0), idleWake)
 }
+
+// idleWake is the longest the loop sleeps with nothing to do. The loop
+// sleeps on the monotonic clock for a wall-clock due time, so a wall clock
+// stepped forward would make it late by the step; the node wakes every
+// scheduler when it sees a step (Replica.ClockStepped), and this bounds
+// what a step it misses can cost. It was a second for every slot leader,
+// idle or not: ~0.8 wake-ups a second per led slot, 86 a second on a node
+// of 256 slots (docs/scaling.md, fifth pass).
+const idleWake = time.Minute
+
+// quietPeek bounds how far past the loaded window a load looks for the
+// next due key (peekQuiet): a bounded walk even over tombstones of jobs
+// deleted far ahead.
+const quietPeek = time.Minute
 
 // absorb applies the events queued by the FSM and finished fires.
 func (s *scheduler) absorb() {
@@ -355,7 +375,11 @@ func (s *scheduler) absorb() {
 	for _, e := range notes {
 		kb = storage.DueKey(kb[:0], s.slot, e.Due, e.Coll, e.ID)
 		if bytes.Compare(kb, s.cursor) >= 0 {
-			continue // the next load will read it
+			// The next load will read it; it must come before the job.
+			if s.quietUntil != 0 {
+				s.quietUntil = min(s.quietUntil, e.Due)
+			}
+			continue
 		}
 		if it := s.known[string(kb)]; it != nil {
 			if it.inflight {
@@ -446,6 +470,36 @@ func (s *scheduler) load(now int64) error {
 	}
 	s.cursorLimited = limited
 	s.r.loadedUpTo(s.cursorTime)
+	s.quietUntil = 0
+	if !limited && added == 0 {
+		return s.peekQuiet(horizon)
+	}
+	return nil
+}
+
+// peekQuiet finds the next due key at or after from (up to quietPeek
+// further) and notes that nothing lies before it (quietUntil): after a load
+// that found nothing, the loop can sleep until that key comes within the
+// window. Only an empty load peeks, so a busy slot pays nothing for it.
+func (s *scheduler) peekQuiet(from int64) error {
+	end := from + quietPeek.Milliseconds()
+	it, err := s.r.dueIter(s.cursor, storage.DueBound(s.slot, end))
+	if err != nil {
+		return err
+	}
+	quiet := end
+	if it.First() {
+		e, err := storage.DecodeDueKey(it.Key())
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		quiet = e.Due
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	s.quietUntil = quiet
 	return nil
 }
 

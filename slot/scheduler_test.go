@@ -649,3 +649,106 @@ func TestSchedulerNothingFiresAfterDrain(t *testing.T) {
 		t.Fatalf("%d jobs fired after drain returned", n)
 	}
 }
+
+// nextWake, the loop's sleep: the earliest loaded job, the window's
+// extension (postponed past a stretch of the index known to be empty), a
+// full heap's polling, and never more than idleWake.
+func TestSchedulerNextWake(t *testing.T) {
+	t0 := time.UnixMilli(1_767_225_600_000)
+	now := t0.UnixMilli()
+	const window = 2000
+	for _, c := range []struct {
+		name    string
+		cursor  int64 // cursorTime
+		quiet   int64 // quietUntil
+		limited bool
+		head    int64 // the heap's earliest due time, 0: empty
+		blocked bool
+		want    time.Duration
+	}{
+		{name: "extend the window halfway", cursor: now + window, want: time.Second},
+		{name: "a job before that", cursor: now + window, head: now + 300, want: 300 * time.Millisecond},
+		{name: "a due job waiting for the pool sleeps on the pool", cursor: now + window, head: now - 5, blocked: true, want: time.Second},
+		{name: "quiet index: until its end comes within the window", cursor: now + window, quiet: now + 10_000, want: 8 * time.Second},
+		{name: "quiet index, a loaded job first", cursor: now + window, quiet: now + 10_000, head: now + 1500, want: 1500 * time.Millisecond},
+		{name: "quiet ending inside the window: the usual extension", cursor: now + window, quiet: now + 2500, want: time.Second},
+		{name: "quiet for longer than idleWake", cursor: now + window, quiet: now + 3_600_000, want: idleWake},
+		{name: "a full heap polls", cursor: now + window, quiet: now + 10_000, limited: true, want: 50 * time.Millisecond},
+		{name: "overdue: at once", cursor: now - 10, want: 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newScheduler(newFakeReplica(nil), schedConfig{slot: schedSlot, clock: func() time.Time { return t0 }, window: window * time.Millisecond})
+			s.cursorTime, s.quietUntil, s.cursorLimited = c.cursor, c.quiet, c.limited
+			if c.head != 0 {
+				s.add(storage.DueEntry{Due: c.head, Coll: "c", ID: "j"}, "k")
+			}
+			if got := s.nextWake(now, c.blocked); got != c.want {
+				t.Fatalf("nextWake = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// An idle slot's loop sleeps until its next job comes within the window
+// (it read the index every window/2 before: ~0.8 wake-ups a second per
+// led slot), loads it in time, and fires it at its due time, not before.
+func TestSchedulerSleepsUntilTheNextJob(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	due := time.Now().Add(2 * time.Second).UnixMilli()
+	f.add("far", due)
+	startSched(t, f, time.Now, make(chan struct{}, 8), 200*time.Millisecond, 1000)
+	f.waitFired(t, 1)
+	r := f.fires()[0]
+	if r.at < due {
+		t.Fatalf("fired %d ms early", due-r.at)
+	}
+	// Every 100 ms over 2 s were ~20 loads; now the first (and its peek),
+	// one as the job comes within the window, and the one after.
+	if n := f.loads.Load(); n > 8 {
+		t.Fatalf("%d reads of the due index for one job 2 s ahead with a 200 ms window", n)
+	}
+}
+
+// A job created beyond the loaded window of a sleeping loop wakes it
+// early enough: its note lowers the quiet stretch, and the loop loads the
+// job before it is due instead of sleeping for idleWake.
+func TestSchedulerNoteAboveTheWindowShortensTheSleep(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	rs := startSched(t, f, time.Now, make(chan struct{}, 8), 200*time.Millisecond, 1000)
+	testutil.Eventually(t, 5*time.Second, "the first load and its peek", func() error {
+		if f.loads.Load() < 2 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	due := time.Now().Add(800 * time.Millisecond).UnixMilli()
+	rs.s.scheduled(f.add("later", due))
+	f.waitFired(t, 1)
+	r := f.fires()[0]
+	if r.at < due {
+		t.Fatalf("fired %d ms early", due-r.at)
+	}
+	if late := r.at - due; late > 500 {
+		t.Fatalf("fired %d ms late: the note did not shorten the loop's sleep", late)
+	}
+}
+
+// After the wall clock stepped forward, the loop's timer (monotonic) would
+// still run for the old distance to the next job; a signal (what
+// Replica.ClockStepped sends) makes it look at the clock again at once.
+func TestSchedulerLooksAgainAfterAClockStep(t *testing.T) {
+	t0 := time.UnixMilli(1_767_225_600_000)
+	clock := &manualClock{t: t0}
+	f := newFakeReplica(clock.now)
+	f.add("ahead", t0.UnixMilli()+30_000)
+	rs := startSched(t, f, clock.now, make(chan struct{}, 8), time.Second, 1000)
+	testutil.Eventually(t, 5*time.Second, "the first load and its peek", func() error {
+		if f.loads.Load() < 2 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	clock.set(t0.Add(31 * time.Second))
+	rs.s.signal()
+	f.waitFired(t, 1) // waits 10 s at most; the loop's timer had ~29 s to go
+}

@@ -49,8 +49,17 @@ func leadFor(commit time.Duration) time.Duration {
 	return min(max(scheduleLead, 2*commit), maxScheduleLead)
 }
 
-// scheduleIdle is the longest the loop sleeps without looking again.
+// scheduleIdle is how long the loop waits before it looks again after a
+// failed read, or at due schedules it could not advance.
 const scheduleIdle = time.Second
+
+// scheduleQuiet is the longest the loop sleeps while no schedule is due
+// within it: it was scheduleIdle, a wake-up a second on every slot leader
+// with no schedule at all (86 a second on a node of 256 slots,
+// docs/scaling.md, fifth pass). A PUT or an advance wakes the loop
+// (SchedulesChanged), and so does a step of the wall clock
+// (Replica.ClockStepped).
+const scheduleQuiet = time.Minute
 
 // SchedulesChanged implements raftfsm.ScheduleObserver: schedule due
 // entries were written, the earliest at earliest, so the loop looks again,
@@ -110,7 +119,7 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 		var next int64
 		lead := leadFor(time.Duration(r.advanceCommit.Load()))
 		horizon := now + lead.Milliseconds()
-		err := raftfsm.ScanScheduleDue(r.db, r.slot, *low, horizon+int64(scheduleIdle/time.Millisecond)+1, maxAdvanceRound+1, func(e storage.DueEntry) bool {
+		err := raftfsm.ScanScheduleDue(r.db, r.slot, *low, horizon+scheduleQuiet.Milliseconds()+1, maxAdvanceRound+1, func(e storage.DueEntry) bool {
 			if e.Due > horizon {
 				next = e.Due
 				return false
@@ -127,9 +136,9 @@ func (r *Replica) advanceDue(ctx context.Context, low *int64) time.Duration {
 			// (entries written below it later are noted).
 			*low = max(*low, now)
 			if next == 0 {
-				return scheduleIdle
+				return scheduleQuiet
 			}
-			return max(time.UnixMilli(next).Add(-lead).Sub(r.fireNow(r.cfg.Clock())), time.Millisecond)
+			return min(max(time.UnixMilli(next).Add(-lead).Sub(r.fireNow(r.cfg.Clock())), time.Millisecond), scheduleQuiet)
 		}
 		*low = max(*low, due[0].Due)
 		if !r.fenced() {

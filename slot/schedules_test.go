@@ -2,6 +2,7 @@ package slot
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,30 @@ func TestScheduleCatchUpFiresLatestOnly(t *testing.T) {
 		if _, at, _ := model.SplitOccurrenceID(id); at < now-1000 {
 			t.Fatalf("an old missed occurrence fired: %s (now %d)", id, now)
 		}
+	}
+}
+
+// The schedule loop sleeps until the next occurrence is due (less its
+// lead), up to scheduleQuiet with no schedule at all: it looked every
+// second before, on every slot leader.
+func TestScheduleLoopSleepsUntilTheNextOccurrence(t *testing.T) {
+	d := newFakeDeliverer()
+	ts := openTestSlot(t, t.TempDir(), d)
+	defer ts.close(t)
+	ctx := context.Background()
+	low := int64(math.MinInt64)
+	if got := ts.r.advanceDue(ctx, &low); got != scheduleQuiet {
+		t.Fatalf("with no schedule the loop sleeps %v, want %v", got, scheduleQuiet)
+	}
+	now := time.Now().UnixMilli()
+	putEvery(t, ts.r, "later", time.Minute, now, now+10_000)
+	low = math.MinInt64
+	got := ts.r.advanceDue(ctx, &low)
+	if lo, hi := 10*time.Second-maxScheduleLead-time.Second, 10*time.Second-scheduleLead; got < lo || got > hi {
+		t.Fatalf("with the next occurrence 10 s ahead the loop sleeps %v, want %v..%v", got, lo, hi)
+	}
+	putEvery(t, ts.r, "much-later", time.Hour, now, now+3_600_000)
+	if got := ts.r.advanceDue(ctx, &low); got > 10*time.Second {
+		t.Fatalf("the nearer schedule is forgotten: sleeps %v", got)
 	}
 }

@@ -77,6 +77,7 @@ func Open(dir string, o Options) (*DB, error) {
 		FS:                          newFailStopFS(fs, plog),
 	}
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
+	po.Experimental.CompactionScheduler = newQuietScheduler() // no 100 ms ticker while idle
 	for i := range po.Levels {
 		// Point lookups dominate (does this job id exist? read the record
 		// about to fire): bloom filters make the misses nearly free.

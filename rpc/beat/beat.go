@@ -431,6 +431,63 @@ type Transport struct {
 	// urgentUntil (unix ns): until then this group's heartbeats do not
 	// wait for the flush delay (Urgent).
 	urgentUntil atomic.Int64
+
+	// behind holds the followers an append to failed in transport (their
+	// group not open yet, the connection broken); nBehind counts them.
+	// raft retries such a follower only with its next entry or on its
+	// CommitTimeout tick (15-30 s for a slot), so the next heartbeat one
+	// of them answers calls onResume (the group's catch-up): raft's own
+	// ResumedHeartbeatObservation does that only for a follower whose
+	// heartbeats had failed too. A new group's first append reached a
+	// follower that had not opened the group yet, its heartbeats came
+	// after it had: that follower stayed empty until the tick, and a
+	// failover then had one follower to elect from (2.2 s in
+	// TestFailoverWithinTwoSeconds).
+	bmu      sync.Mutex
+	behind   map[raft.ServerAddress]bool
+	nBehind  atomic.Int32
+	onResume atomic.Pointer[func()]
+}
+
+// OnResume sets what runs (on a goroutine of its own) when a follower an
+// append failed to answers a heartbeat again.
+func (t *Transport) OnResume(fn func()) { t.onResume.Store(&fn) }
+
+// appended records the outcome of a (non-heartbeat) append to target.
+func (t *Transport) appended(target raft.ServerAddress, err error) {
+	if err == nil && t.nBehind.Load() == 0 {
+		return
+	}
+	t.bmu.Lock()
+	defer t.bmu.Unlock()
+	switch {
+	case err != nil && !t.behind[target]:
+		if t.behind == nil {
+			t.behind = map[raft.ServerAddress]bool{}
+		}
+		t.behind[target] = true
+		t.nBehind.Add(1)
+	case err == nil && t.behind[target]:
+		delete(t.behind, target)
+		t.nBehind.Add(-1)
+	}
+}
+
+// heartbeatAnswered runs onResume if target was behind.
+func (t *Transport) heartbeatAnswered(target raft.ServerAddress) {
+	if t.nBehind.Load() == 0 {
+		return
+	}
+	t.bmu.Lock()
+	was := t.behind[target]
+	if was {
+		delete(t.behind, target)
+		t.nBehind.Add(-1)
+	}
+	t.bmu.Unlock()
+	if fn := t.onResume.Load(); was && fn != nil {
+		go (*fn)()
+	}
 }
 
 // Urgent makes this group's heartbeats for the next d go out at once,

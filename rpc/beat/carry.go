@@ -278,17 +278,26 @@ func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 		// buffers on each side, the memory of an election storm.
 		if !t.c.isOld(string(target)) {
 			err := t.c.heartbeat(target, t.group, args, resp, t.urgent())
+			if err == nil {
+				t.heartbeatAnswered(target)
+			}
 			if !errors.Is(err, errOldPeer) {
 				return err
 			}
 		}
 		t.c.fellBack.Add(1)
-		return t.NetworkTransport.AppendEntries(id, target, args, resp)
-	}
-	if err := t.c.carry(target, t.group, kindAppend, args, resp); !errors.Is(err, errOldPeer) {
+		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+		if err == nil {
+			t.heartbeatAnswered(target)
+		}
 		return err
 	}
-	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	err := t.c.carry(target, t.group, kindAppend, args, resp)
+	if errors.Is(err, errOldPeer) {
+		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
+	}
+	t.appended(target, err)
+	return err
 }
 
 // RequestVote implements raft.Transport.

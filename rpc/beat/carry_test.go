@@ -261,3 +261,59 @@ func TestInjectReachesTheConsumer(t *testing.T) {
 		t.Fatal("inject after close succeeded")
 	}
 }
+
+// An append that failed in transport (the group not open on the peer yet)
+// marks the follower behind; the next heartbeat it answers runs OnResume
+// (the group's catch-up) once. A follower whose later append went through
+// is not behind any more.
+func TestHeartbeatAfterAFailedAppendResumes(t *testing.T) {
+	l := newLoop()
+	a, b := New(l, Options{Flush: time.Millisecond}), New(l, Options{Flush: time.Millisecond})
+	defer a.Close()
+	defer b.Close()
+	ntA, ntB := newNT(t), newNT(t)
+	target := ntB.LocalAddr()
+	l.add(string(target), b)
+	ta := a.Wrap(8, ntA)
+	defer ta.Close()
+	var resumed atomic.Int64
+	ta.OnResume(func() { resumed.Add(1) })
+	hb := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("a"), Addr: []byte("a:1")}, Term: 4}
+	var ar raft.AppendEntriesResponse
+	if err := ta.AppendEntries("b", target, appendReq(4, 2), &ar); err == nil {
+		t.Fatal("an append to a group not open on the peer succeeded")
+	}
+	tb := b.Wrap(8, ntB)
+	defer tb.Close()
+	var appends atomic.Int64
+	raftStub(t, tb, &appends)
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 4, Success: true}, nil)
+	})
+	for i := 0; i < 3; i++ {
+		if err := ta.AppendEntries("b", target, hb, &ar); err != nil {
+			t.Fatalf("heartbeat %d: %v", i, err)
+		}
+	}
+	testutil.Eventually(t, 5*time.Second, "the catch-up called", testutil.True(func() bool { return resumed.Load() == 1 }))
+	// Behind, then an append that goes through: no catch-up is owed.
+	other := a.Wrap(9, newNT(t))
+	defer other.Close()
+	other.OnResume(func() { resumed.Add(100) })
+	if err := other.AppendEntries("b", target, appendReq(4, 2), &ar); err == nil {
+		t.Fatal("an append to group 9, not open on the peer, succeeded")
+	}
+	tb9 := b.Wrap(9, newNT(t))
+	defer tb9.Close()
+	raftStub(t, tb9, &appends)
+	tb9.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Term: 4, Success: true}, nil) })
+	if err := other.AppendEntries("b", target, appendReq(4, 2), &ar); err != nil {
+		t.Fatalf("append once group 9 is open: %v", err)
+	}
+	if err := other.AppendEntries("b", target, hb, &ar); err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	if n := resumed.Load(); n != 1 {
+		t.Fatalf("a catch-up ran for a follower no longer behind (resumed %d)", n)
+	}
+}

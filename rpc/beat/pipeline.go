@@ -88,12 +88,15 @@ func (p *lazyPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft
 	start := time.Now()
 	if err := p.t.c.carry(p.target, p.t.group, kindAppend, args, resp); err != nil {
 		if !errors.Is(err, errOldPeer) {
+			p.t.appended(p.target, err)
 			return nil, err
 		}
 		if err := p.t.NetworkTransport.AppendEntries(p.id, p.target, args, resp); err != nil {
+			p.t.appended(p.target, err)
 			return nil, err
 		}
 	}
+	p.t.appended(p.target, nil)
 	f := &doneFuture{start: start, req: args, resp: resp}
 	select {
 	case p.ch <- f:

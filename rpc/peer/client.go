@@ -45,6 +45,12 @@ type ClientOptions struct {
 	// client pings every quarter of it; the peer's transport answers
 	// independently of slow handlers. Default 5s; negative disables.
 	DeadPeerTimeout time.Duration
+	// OnConnLost, if set, is told (on a goroutine of its own) the address
+	// of a peer whose connection broke — closed or reset by the peer, a
+	// failed read or write, silence with calls outstanding — though not
+	// one this client closed itself (Close, Drop). The liveness check
+	// pings that peer at once rather than at its next round.
+	OnConnLost func(addr string)
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -173,6 +179,55 @@ func (c *Client) Ping(ctx context.Context, addr string, wall int64) (int64, erro
 	}
 }
 
+// PingAsync is Ping without a goroutine waiting for the answer: done gets
+// the outcome once — from the connection's reader goroutine, or from
+// whoever fails the connection, or at once — unless cancel was called
+// first; it must not block. An idle node pings every peer five times a
+// second (ten before), and the goroutine each Ping woke was ~10 % of the node's
+// wake-ups (docs/scaling.md, fifth pass). While the first connection to
+// addr is still being dialed the ping waits for it on a goroutine of its
+// own, as Ping does. There is no timeout: the caller cancels a ping it
+// gave up on.
+func (c *Client) PingAsync(addr string, wall int64, done func(peerWall int64, err error)) (cancel func()) {
+	p, err := c.peer(addr)
+	if err != nil {
+		done(0, err)
+		return func() {}
+	}
+	cc, err := p.ready()
+	if err != nil {
+		done(0, fmt.Errorf("peer: ping %s: %w", addr, err))
+		return func() {}
+	}
+	if cc == nil {
+		ctx, stop := context.WithCancel(context.Background())
+		go func() {
+			t2, err := c.Ping(ctx, addr, wall)
+			if ctx.Err() == nil {
+				done(t2, err)
+			}
+		}()
+		return stop
+	}
+	cl := &call{cb: func(r result) {
+		switch {
+		case r.err != nil:
+			done(0, fmt.Errorf("peer: ping %s: %w", addr, r.err))
+		case len(r.body) != 8:
+			done(0, nil)
+		default:
+			done(int64(binary.BigEndian.Uint64(r.body)), nil)
+		}
+	}}
+	id, err := cc.register(cl)
+	if err != nil {
+		done(0, fmt.Errorf("peer: ping %s: %w", addr, err))
+		return func() {}
+	}
+	_ = cc.w.send(frame{id: id, kind: kindPing, payload: binary.BigEndian.AppendUint64(nil, uint64(wall))})
+	return func() { cc.forget(id) }
+}
+
 // Drop closes the connections to addr at once, failing the calls waiting
 // on them with ErrUnreachable: the node's liveness check found the peer
 // dead (paused, cut off), and a call would otherwise wait for
@@ -289,6 +344,30 @@ func (p *peerConns) get(ctx context.Context) (*clientConn, error) {
 	}
 }
 
+// ready is get without waiting: a live connection, nil while the first
+// ones are being dialed, or the error of the last failed dial.
+func (p *peerConns) ready() (*clientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	for len(p.conns)+p.dialing < p.c.opts.ConnsPerPeer {
+		p.dialing++
+		go p.dial()
+	}
+	if len(p.conns) > 0 {
+		return p.pick(), nil
+	}
+	if p.dialing == 0 {
+		if p.lastErr != nil {
+			return nil, p.lastErr
+		}
+		return nil, unreachable(errors.New("no connection"))
+	}
+	return nil, nil
+}
+
 // pick chooses the live connection with the fewest bytes waiting to be
 // written, starting round-robin so equal ones share the load. p.mu held.
 func (p *peerConns) pick() *clientConn {
@@ -357,6 +436,17 @@ type result struct {
 
 type call struct {
 	done chan result // buffered 1: exactly one result is ever sent
+	// cb, if set, takes the result instead of done (PingAsync), on the
+	// goroutine that has it: it must not block.
+	cb func(result)
+}
+
+func (cl *call) deliver(r result) {
+	if cl.cb != nil {
+		cl.cb(r)
+		return
+	}
+	cl.done <- r
 }
 
 // clientConn is one multiplexed connection to a peer: one writer goroutine
@@ -436,7 +526,10 @@ func (cc *clientConn) fail(err error) {
 	cc.w.stop(err)
 	cc.p.remove(cc, err)
 	for _, cl := range pending {
-		cl.done <- result{err: err}
+		cl.deliver(result{err: err})
+	}
+	if f := cc.p.c.opts.OnConnLost; f != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrDropped) {
+		go f(cc.p.addr)
 	}
 	if !errors.Is(err, ErrClosed) {
 		cc.p.log.Info("peer connection lost", "calls_failed", len(pending), "error", err)
@@ -495,16 +588,16 @@ func (cc *clientConn) readLoop() {
 				continue // its caller gave up (ctx); drop the late answer
 			}
 			if f.kind == kindOK {
-				cl.done <- result{body: f.payload}
+				cl.deliver(result{body: f.payload})
 				continue
 			}
 			re, err := decodeError(f.payload)
 			if err != nil {
-				cl.done <- result{err: unreachable(err)}
+				cl.deliver(result{err: unreachable(err)})
 				cc.fail(unreachable(err))
 				return
 			}
-			cl.done <- result{err: re}
+			cl.deliver(result{err: re})
 		case kindPong:
 			// lastRecv is already updated, which is what keepalive pings
 			// (id 0) are for; a Ping call waits for its own.
@@ -516,7 +609,7 @@ func (cc *clientConn) readLoop() {
 			delete(cc.pending, f.id)
 			cc.mu.Unlock()
 			if cl != nil {
-				cl.done <- result{body: f.payload}
+				cl.deliver(result{body: f.payload})
 			}
 		default:
 			cc.fail(unreachable(fmt.Errorf("%w: kind %d sent to a client", errBadFrame, f.kind)))

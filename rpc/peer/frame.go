@@ -186,17 +186,33 @@ func now() int64 { return int64(time.Since(epoch)) }
 // return at once; one goroutine writes whatever has accumulated in one
 // (vectored) write. So a caller never blocks on the socket — its ctx stays
 // in charge — and under load many small frames share a syscall.
+//
+// Except when the connection is idle: a small frame (up to directMax) sent
+// while nothing is queued or being written is written by the sender itself
+// (sendDirect). Waking the writer goroutine for it cost a goroutine
+// wake-up per frame — on an idle node, where nearly every frame is a
+// liveness ping, a pong, a heartbeat batch or its answer, that was ~20 %
+// of all wake-ups (docs/scaling.md, fifth pass). The socket takes a small
+// write at once unless the peer stopped reading long enough to fill its
+// buffers; then that one sender blocks, up to writeTimeout as the writer
+// goroutine would, and everything sent meanwhile queues behind it.
 type frameWriter struct {
 	conn    net.Conn
-	onError func(error) // called once, from the writer goroutine, if a write fails
+	onError func(error) // called once, by whoever's write failed first
 
 	mu     sync.Mutex
 	queue  []frame
-	err    error // set once stopped; send fails with it
+	busy   bool   // a write is under way (the goroutine's or a sender's)
+	direct []byte // sendDirect's buffer, used only while it holds busy
+	err    error  // set once stopped; send fails with it
 	wake   chan struct{}
 	done   chan struct{}
 	queued atomic.Int64 // bytes enqueued and not yet written
+	failed sync.Once    // onError
 }
+
+// directMax is the largest payload a sender writes itself (sendDirect).
+const directMax = copySmall
 
 func newFrameWriter(conn net.Conn, onError func(error)) *frameWriter {
 	w := &frameWriter{conn: conn, onError: onError, wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -204,14 +220,21 @@ func newFrameWriter(conn net.Conn, onError func(error)) *frameWriter {
 	return w
 }
 
-// send enqueues f. The payload is referenced, not copied, until written: the
-// caller must not modify it afterwards.
+// send writes f now if the connection is idle and f small, else enqueues
+// it. The payload is referenced, not copied, until written: the caller
+// must not modify it afterwards.
 func (w *frameWriter) send(f frame) error {
 	w.mu.Lock()
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
 		return err
+	}
+	if !w.busy && len(w.queue) == 0 && len(f.payload) <= directMax {
+		w.busy = true
+		w.mu.Unlock()
+		w.sendDirect(f)
+		return nil
 	}
 	w.queue = append(w.queue, f)
 	w.mu.Unlock()
@@ -222,6 +245,30 @@ func (w *frameWriter) send(f frame) error {
 	}
 	return nil
 }
+
+// sendDirect writes one small frame on the sender's goroutine; the caller
+// set busy. Frames queued meanwhile go to the writer goroutine afterwards.
+func (w *frameWriter) sendDirect(f frame) {
+	w.direct = appendFrame(w.direct[:0], f) // busy: only this sender uses it
+	_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, err := w.conn.Write(w.direct)
+	w.mu.Lock()
+	w.busy = false
+	more := len(w.queue) > 0
+	w.mu.Unlock()
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	if more {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *frameWriter) fail(err error) { w.failed.Do(func() { w.onError(err) }) }
 
 // stop makes the writer goroutine exit and later sends fail with err.
 // Frames still queued are dropped: stop is only called when the connection
@@ -255,7 +302,14 @@ func (w *frameWriter) run() {
 				w.mu.Unlock()
 				return
 			}
+			if w.busy {
+				// A sender is writing (sendDirect): it wakes this
+				// goroutine when done if anything is queued.
+				w.mu.Unlock()
+				break
+			}
 			batch, w.queue = w.queue, batch[:0]
+			w.busy = len(batch) > 0
 			w.mu.Unlock()
 			if len(batch) == 0 {
 				break
@@ -274,8 +328,11 @@ func (w *frameWriter) run() {
 			clear(batch) // drop payload references for the GC
 			clear(bufs)
 			w.queued.Add(-total)
+			w.mu.Lock()
+			w.busy = false
+			w.mu.Unlock()
 			if err != nil {
-				w.onError(err)
+				w.fail(err)
 				return
 			}
 		}
@@ -287,12 +344,7 @@ func (w *frameWriter) run() {
 func assemble(batch []frame, scratch []byte, bufs net.Buffers) ([]byte, net.Buffers) {
 	start := 0
 	for _, f := range batch {
-		var h [headerSize]byte
-		binary.BigEndian.PutUint32(h[0:4], uint32(frameFixed+len(f.payload)))
-		binary.BigEndian.PutUint64(h[4:12], f.id)
-		h[12] = f.kind
-		h[13] = f.method
-		scratch = append(scratch, h[:]...)
+		scratch = appendHeader(scratch, f)
 		if len(f.payload) <= copySmall {
 			scratch = append(scratch, f.payload...)
 			continue
@@ -307,3 +359,16 @@ func assemble(batch []frame, scratch []byte, bufs net.Buffers) ([]byte, net.Buff
 	}
 	return scratch, bufs
 }
+
+// appendHeader appends f's header.
+func appendHeader(b []byte, f frame) []byte {
+	var h [headerSize]byte
+	binary.BigEndian.PutUint32(h[0:4], uint32(frameFixed+len(f.payload)))
+	binary.BigEndian.PutUint64(h[4:12], f.id)
+	h[12] = f.kind
+	h[13] = f.method
+	return append(b, h[:]...)
+}
+
+// appendFrame appends f, header and payload.
+func appendFrame(b []byte, f frame) []byte { return append(appendHeader(b, f), f.payload...) }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/rpc/mux"
 )
 
@@ -775,5 +776,68 @@ func TestClientCloseWithoutCallsIsOrderly(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the peer never saw the connection end")
+	}
+}
+
+// PingAsync hands its callback the peer's wall time — through the dial
+// of the first connection, then on the reader goroutine with no goroutine
+// of its own — and an error once the peer is gone.
+func TestPingAsync(t *testing.T) {
+	ts := startServer(t, "127.0.0.1:0", echo)
+	c := newClient(t, ClientOptions{})
+	type answer struct {
+		wall int64
+		err  error
+	}
+	ping := func(addr string) answer {
+		t.Helper()
+		ch := make(chan answer, 2)
+		c.PingAsync(addr, time.Now().UnixNano(), func(w int64, err error) { ch <- answer{w, err} })
+		select {
+		case a := <-ch:
+			return a
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer to a ping in 10 s")
+			return answer{}
+		}
+	}
+	for i := 0; i < 3; i++ { // the first dials
+		before := time.Now().UnixNano()
+		a := ping(ts.addr)
+		if a.err != nil || a.wall < before || a.wall > time.Now().UnixNano() {
+			t.Fatalf("ping %d: wall %d (sent after %d), %v", i, a.wall, before, a.err)
+		}
+	}
+	ts.stop()
+	testutil.Eventually(t, 10*time.Second, "a ping to a stopped peer fails", func() error {
+		if a := ping(ts.addr); a.err == nil {
+			return errors.New("answered")
+		}
+		return nil
+	})
+}
+
+// OnConnLost hears of a connection the peer broke (here: it stopped), not
+// of one this client dropped itself.
+func TestOnConnLost(t *testing.T) {
+	lost := make(chan string, 16)
+	c := newClient(t, ClientOptions{OnConnLost: func(addr string) { lost <- addr }})
+	dropped := startServer(t, "127.0.0.1:0", echo)
+	if _, err := c.Call(timeout(t, 5*time.Second), dropped.addr, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Drop(dropped.addr, errors.New("test"))
+	ts := startServer(t, "127.0.0.1:0", echo)
+	if _, err := c.Call(timeout(t, 5*time.Second), ts.addr, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	ts.stop()
+	select {
+	case addr := <-lost:
+		if addr != ts.addr {
+			t.Fatalf("lost %s, want %s (the dropped one must not count)", addr, ts.addr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OnConnLost after the peer stopped")
 	}
 }
