@@ -31,9 +31,14 @@ import (
 //   - a cancelled fire does not send; the scheduler looks at the job again
 //     shortly (after the write, the record says what is left to do).
 //
-// The guard lives only on the leader and only in memory: a new leader
-// starts with no fire in flight. It is keyed by collection and id; an entry
-// exists only while something is armed, sending or being written.
+// The guard lives only in memory, one per replica, and only the leader
+// uses it: another node that takes over starts with no fire in flight (a
+// callback the deposed leader had sent is the contract's allowed repeat).
+// This replica leading again in a later term still finds the attempts it
+// abandoned when its last term ended, until their deadlines (disarmAfter).
+// It is keyed by collection and id; an entry exists only while something
+// is armed, sending (or abandoned and not yet past its deadline) or being
+// written.
 type jobGuard struct {
 	mu   sync.Mutex
 	jobs map[string]*guardEntry
