@@ -9,4 +9,12 @@
 // CaughtUp and WaitCaughtUp tell whether the local copy is current, which
 // decides whether a missing collection may be reported as missing
 // (docs/architecture.md#the-meta-state-and-deletions).
+//
+// The group runs on the node's connections as the slots do (rpc/beat
+// WrapAlwaysOpen: coalesced heartbeats, carried votes) and with their long
+// raft timeouts (MetaHeartbeatTimeout): a dead meta leader is replaced
+// through the liveness check and a TimeoutNow (Campaign), in the time a
+// slot's is. A peer that refuses the meta group on its node connection
+// runs an older binary and gets the group's RPCs the stock way, over the
+// mux stream the group still listens on.
 package meta

@@ -30,6 +30,11 @@ type Config struct {
 	OnFatal func(error)
 	// OnEvent hears of elections and leader changes (metrics). May be nil.
 	OnEvent func(raftgroup.Event)
+	// WrapTransport wraps the group's stock transport (the node's
+	// coalesced heartbeats and carried RPCs, rpc/beat WrapAlwaysOpen).
+	// May be nil: every RPC then goes the stock way, and failover takes
+	// raft's hurried timeouts instead of a TimeoutNow (Campaign).
+	WrapTransport func(*raft.NetworkTransport) raft.Transport
 }
 
 // Replica is this node's replica of the meta group: collections, routes
@@ -56,11 +61,13 @@ func Open(cfg Config) (*Replica, error) {
 		FSM:               fsm,
 		Logger:            cfg.Logger,
 		RaftLogLevel:      cfg.RaftLogLevel,
-		Timing:            metaTiming(cfg.Timing),
+		Timing:            metaTiming(cfg.Timing, cfg.WrapTransport != nil),
 		TrailingLogs:      1024,
 		SnapshotThreshold: 1024,
 		OnLeader:          cfg.OnLeader,
 		OnEvent:           cfg.OnEvent,
+		WrapTransport:     cfg.WrapTransport,
+		BootstrapFallback: metaBootstrapFallback,
 	})
 	if err != nil {
 		return nil, err
@@ -69,6 +76,15 @@ func Open(cfg Config) (*Replica, error) {
 	m.writes = raftgroup.NewProposer(g.Apply, raftgroup.ProposerOptions{MaxBytes: 1 << 20, MaxCmds: 1024})
 	return m, nil
 }
+
+// metaBootstrapFallback: a voter other than the first of a new meta group
+// campaigns when no leader is known that long after it bootstrapped
+// (raftgroup Config.BootstrapFallback). The first voter campaigns at once
+// when it bootstraps, but it may not: it found its peers' meta state a
+// moment after they formed the group, and waits to be added (cluster
+// bootstrapLoop). With the meta group's 5 s heartbeat timeout the cluster
+// then formed 7-9 s after start instead of ~1.5 s.
+const metaBootstrapFallback = 500 * time.Millisecond
 
 // Bootstrap forms a new meta group; a no-op when state exists.
 func (m *Replica) Bootstrap(servers []raft.Server) error { return m.g.Bootstrap(servers) }
@@ -106,10 +122,35 @@ func (m *Replica) ProposeEncoded(ctx context.Context, enc [][]byte) ([]model.Res
 // leader nudges them after each one (ProposeEncoded, raftgroup Nudge).
 const MetaCommitTimeout = time.Second
 
-// metaTiming fills in MetaCommitTimeout.
-func metaTiming(t raftgroup.Timing) raftgroup.Timing {
+// The meta group's raft timeouts unless the Timing sets them (a zero
+// HeartbeatTimeout), when its heartbeats go through the node's coalesced
+// batches (WrapTransport): the slot groups' (slot.SlotHeartbeatTimeout,
+// slot.SlotLeaderLease), for the same reasons. With the library's 1 s the
+// meta leader sent each follower a heartbeat every 100-200 ms as its own
+// RPC on the stock transport — the largest single item of an idle 12-slot
+// cluster's CPU (docs/scaling.md, sixth pass); coalesced, they wait up to
+// a tenth of the slots' lease for the next batch, which a 500 ms lease
+// would not tolerate. Failover does not wait for these timeouts: the
+// liveness check finds a dead meta leader and the follower with the
+// longest log campaigns at once (Campaign, node hurryorder.go), as a
+// slot's does.
+const (
+	MetaHeartbeatTimeout = 5 * time.Second
+	MetaLeaderLease      = 2500 * time.Millisecond
+)
+
+// metaTiming fills in MetaCommitTimeout, and with coalesced heartbeats
+// the timeouts above when the heartbeat timeout is not set.
+func metaTiming(t raftgroup.Timing, coalesced bool) raftgroup.Timing {
 	if t.CommitTimeout == 0 {
 		t.CommitTimeout = MetaCommitTimeout
+	}
+	if coalesced && t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = MetaHeartbeatTimeout
+		t.ElectionTimeout = max(t.ElectionTimeout, MetaHeartbeatTimeout)
+		if t.LeaderLeaseTimeout == 0 {
+			t.LeaderLeaseTimeout = MetaLeaderLease
+		}
 	}
 	return t
 }
@@ -217,11 +258,23 @@ func (m *Replica) Expedite(dead string, stagger time.Duration, alive func() bool
 	m.g.Expedite(dead, stagger, alive)
 }
 
+// Campaign makes this replica, a follower of dead, start an election now
+// (raftgroup.Group.Campaign); CanCampaign reports whether it can (the
+// group runs on the node's transport: WrapTransport).
+func (m *Replica) Campaign(dead string) bool { return m.g.Campaign(dead) }
+
+// CanCampaign reports whether Campaign can work (raftgroup.Group.CanCampaign).
+func (m *Replica) CanCampaign() bool { return m.g.CanCampaign() }
+
 // Voters lists the meta group's voters.
 func (m *Replica) Voters() []string { return m.g.Voters() }
 
 // LastIndex is the last index in the replica's log.
 func (m *Replica) LastIndex() uint64 { return m.g.LastIndex() }
+
+// LastLog is the index and term of the replica's last log entry
+// (raftgroup.Group.LastLog).
+func (m *Replica) LastLog() (index, term uint64) { return m.g.LastLog() }
 
 // Close stops the meta replica.
 func (m *Replica) Close() error {

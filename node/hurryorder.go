@@ -14,13 +14,14 @@ import (
 )
 
 // methodLastIndexes asks a peer about some of its replicas, for the
-// followers of groups whose leader died: the last log index of each, and
-// the peer's own liveness verdict on the leader each group had.
+// followers of groups whose leader died: the last log index and term of
+// each, and the peer's own liveness verdict on the leader each group had.
 // Request: JSON {"groups": [group keys], "leaders": [leader ids]} (or,
 // from older nodes, only the JSON []string of group keys); answer: JSON
-// {"last": [uint64, 0: no such replica], "dead": [bool: the peer finds the
-// leader dead], "follows": [bool: its replica names that leader]} (to
-// older nodes only the JSON []uint64).
+// {"last": [uint64, 0: no such replica], "term": [uint64: the last
+// entry's term, 0: unknown; absent from older nodes], "dead": [bool: the
+// peer finds the leader dead], "follows": [bool: its replica names that
+// leader]} (to older nodes only the JSON []uint64).
 const methodLastIndexes peer.Method = 41
 
 // metaGroupKey names the meta group in a methodLastIndexes request; a
@@ -38,7 +39,7 @@ type hurryPlan struct {
 	group  string
 	leader string
 	others []string // the group's other live followers
-	last   uint64   // this replica's last log index
+	last   logPos   // this replica's last log entry
 	hurry  func(dead string, stagger time.Duration, alive func() bool)
 	// campaign, when set, makes the replica campaign now through a
 	// TimeoutNow (raftgroup Campaign; slots) and reports whether it did.
@@ -48,10 +49,39 @@ type hurryPlan struct {
 	leaderNow func() string
 }
 
+// logPos is a replica's last log entry: what raft's vote compares.
+type logPos struct{ index, term uint64 }
+
+func newLogPos(index, term uint64) logPos { return logPos{index: index, term: term} }
+
+// cmp orders two logs as raft's vote does — the later last term first,
+// then the longer log — where both terms are known (a peer of an older
+// version sends none); otherwise by index alone. By index alone the
+// follower picked to campaign could hold entries of an older term that a
+// deposed leader left on it (a node that restarted a moment before, not
+// yet corrected by the new leader): its log is longer but less up to
+// date, the others refused it their votes, and the failover waited for
+// the fallback election (2.5 s and more, docs/reliability.md).
+func (p logPos) cmp(o logPos) int {
+	if p.term != 0 && o.term != 0 && p.term != o.term {
+		if p.term < o.term {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case p.index < o.index:
+		return -1
+	case p.index > o.index:
+		return 1
+	}
+	return 0
+}
+
 // peerView is what a peer answered about one group: its replica's last
 // log index and whether it finds the group's leader dead too.
 type peerView struct {
-	last    uint64
+	last    logPos
 	dead    bool
 	follows bool // its replica names that leader or campaigns itself (one that knows no leader, e.g. just reopened, will not campaign)
 }
@@ -84,7 +114,7 @@ func (n *Node) hurryInOrder(plans []hurryPlan) {
 	known := n.askPeers(plans)
 	var waiting []hurryPlan
 	for _, p := range plans {
-		pos := hurryOrder(n.ID(), p.last, p.others, func(peer string) (uint64, bool) {
+		pos := hurryOrder(n.ID(), p.last, p.others, func(peer string) (logPos, bool) {
 			v, ok := known[peer][p.group]
 			return v.last, ok
 		})
@@ -92,14 +122,14 @@ func (n *Node) hurryInOrder(plans []hurryPlan) {
 		theirs := make([]string, 0, len(p.others))
 		for _, o := range p.others {
 			if v, ok := known[o][p.group]; ok {
-				theirs = append(theirs, fmt.Sprintf("%s:%d:dead=%t", o, v.last, v.dead))
+				theirs = append(theirs, fmt.Sprintf("%s:%d@%d:dead=%t", o, v.last.index, v.last.term, v.dead))
 			} else {
 				theirs = append(theirs, o+":?")
 			}
 		}
 		pick, agreed := campaignDecision(n.ID(), p, known)
 		n.log.Info("hurrying an election after its leader died", "group", p.group, "leader", dead,
-			"last_index", p.last, "others", strings.Join(theirs, ","), "place", pos, "campaign", pick, "agreed", agreed)
+			"last_index", p.last.index, "last_term", p.last.term, "others", strings.Join(theirs, ","), "place", pos, "campaign", pick, "agreed", agreed)
 		if pick && agreed && p.campaign(dead) {
 			continue
 		}
@@ -135,28 +165,32 @@ func campaignDecision(self string, p hurryPlan, known map[string]map[string]peer
 	pick = true
 	for _, o := range p.others {
 		v := known[o][p.group]
-		pick = pick && (v.last < p.last || (v.last == p.last && (o < self || !v.follows)))
+		c := v.last.cmp(p.last)
+		pick = pick && (c < 0 || (c == 0 && (o < self || !v.follows)))
 	}
 	return pick, agreed
 }
 
 // hurryOrder is this follower's place among a group's live followers: by
-// last log index, the longest last, then by id. A follower whose index is
-// unknown is placed by id alone.
-func hurryOrder(self string, last uint64, others []string, index func(string) (uint64, bool)) int {
-	pos := 0
+// last log entry (logPos.cmp), the most up to date last, then by id. A
+// follower whose log is unknown is placed by id alone.
+func hurryOrder(self string, last logPos, others []string, pos func(string) (logPos, bool)) int {
+	place := 0
 	for _, o := range others {
-		v, ok := index(o)
+		c := 0 // unknown: a tie, broken by id
+		if v, ok := pos(o); ok {
+			c = v.cmp(last)
+		}
 		switch {
-		case !ok || v == last:
+		case c == 0:
 			if o < self {
-				pos++
+				place++
 			}
-		case v < last:
-			pos++
+		case c < 0:
+			place++
 		}
 	}
-	return pos
+	return place
 }
 
 // startAwait marks p as waiting for the others' verdicts; false if a
@@ -237,6 +271,7 @@ type lastIndexesReq struct {
 
 type lastIndexesResp struct {
 	Last    []uint64 `json:"last"`
+	Term    []uint64 `json:"term,omitempty"`
 	Dead    []bool   `json:"dead"`
 	Follows []bool   `json:"follows"`
 }
@@ -291,7 +326,11 @@ func (n *Node) askViews(byPeer map[string]*lastIndexesReq) map[string]map[string
 			m := make(map[string]peerView, len(req.Groups))
 			for i, g := range req.Groups {
 				if resp.Last[i] > 0 {
-					m[g] = peerView{last: resp.Last[i], dead: resp.Dead[i], follows: resp.Follows[i]}
+					v := peerView{last: logPos{index: resp.Last[i]}, dead: resp.Dead[i], follows: resp.Follows[i]}
+					if len(resp.Term) == len(resp.Last) {
+						v.last.term = resp.Term[i]
+					}
+					m[g] = v
 				}
 			}
 			mu.Lock()
@@ -315,7 +354,7 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 		old = true
 	}
 	k := len(req.Groups)
-	resp := lastIndexesResp{Last: make([]uint64, k), Dead: make([]bool, k), Follows: make([]bool, k)}
+	resp := lastIndexesResp{Last: make([]uint64, k), Term: make([]uint64, k), Dead: make([]bool, k), Follows: make([]bool, k)}
 	for i, g := range req.Groups {
 		leader := ""
 		if i < len(req.Leaders) {
@@ -325,7 +364,7 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 			resp.Dead[i] = n.live.Dead(leader)
 		}
 		if g == metaGroupKey {
-			resp.Last[i] = n.meta.LastIndex()
+			resp.Last[i], resp.Term[i] = n.meta.LastLog()
 			id, _ := n.meta.Leader()
 			resp.Follows[i] = leader != "" && id == leader
 			continue
@@ -335,7 +374,7 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 			continue
 		}
 		if rep := n.slots.Get(s); rep != nil && slices.Contains(rep.Voters(), n.ID()) {
-			resp.Last[i] = rep.LastIndex()
+			resp.Last[i], resp.Term[i] = rep.LastLog()
 			resp.Follows[i] = rep.Follows(leader)
 		}
 	}

@@ -205,7 +205,7 @@ func (r *livenessReactor) react() bool {
 		var plans []hurryPlan
 		// voters and last are read only for groups whose leader is dead
 		// (this runs every 100 ms while a peer is dead).
-		add := func(name string, leader string, voters func() []string, last func() uint64, hurry func(string, time.Duration, func() bool),
+		add := func(name string, leader string, voters func() []string, last func() (uint64, uint64), hurry func(string, time.Duration, func() bool),
 			campaign func(string) bool, leaderNow func() string) {
 			if leader == "" || leader == n.ID() || !slices.Contains(dead, leader) {
 				return
@@ -221,7 +221,7 @@ func (r *livenessReactor) react() bool {
 					others = append(others, v)
 				}
 			}
-			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, last: last(), hurry: hurry,
+			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, last: newLogPos(last()), hurry: hurry,
 				campaign: campaign, leaderNow: leaderNow})
 		}
 		for _, rep := range n.slots.All() {
@@ -230,10 +230,14 @@ func (r *livenessReactor) react() bool {
 			if rep.CanCampaign() {
 				campaign = rep.Campaign
 			}
-			add(groupKey(rep.Slot()), id, rep.Voters, rep.LastIndex, rep.Expedite, campaign, func() string { id, _ := rep.Leader(); return id })
+			add(groupKey(rep.Slot()), id, rep.Voters, rep.LastLog, rep.Expedite, campaign, func() string { id, _ := rep.Leader(); return id })
 		}
 		id, _ := n.meta.Leader()
-		add(metaGroupKey, id, n.meta.Voters, n.meta.LastIndex, n.meta.Expedite, nil, func() string { id, _ := n.meta.Leader(); return id })
+		var campaign func(string) bool
+		if n.meta.CanCampaign() {
+			campaign = n.meta.Campaign
+		}
+		add(metaGroupKey, id, n.meta.Voters, n.meta.LastLog, n.meta.Expedite, campaign, func() string { id, _ := n.meta.Leader(); return id })
 		if len(plans) > 0 {
 			// Asking the other followers takes a round trip; the
 			// reactor must not wait for it.

@@ -14,18 +14,25 @@ func TestHurryOrder(t *testing.T) {
 	type f struct {
 		id   string
 		last uint64
-		ok   bool // its index is known to the others
+		ok   bool   // its index is known to the others
+		term uint64 // its last entry's term (0: unknown, an older node)
 	}
 	cases := []struct {
 		name string
 		fs   []f
 		want map[string]int
 	}{
-		{"equal logs: by id", []f{{"n2", 10, true}, {"n3", 10, true}}, map[string]int{"n2": 0, "n3": 1}},
-		{"the longer log last, whatever its id", []f{{"n2", 11, true}, {"n3", 10, true}}, map[string]int{"n3": 0, "n2": 1}},
-		{"the longer log last (higher id)", []f{{"n2", 10, true}, {"n3", 12, true}}, map[string]int{"n2": 0, "n3": 1}},
-		{"unknown: by id", []f{{"n2", 11, true}, {"n3", 10, false}}, map[string]int{"n2": 0, "n3": 1}},
-		{"four followers", []f{{"a", 7, true}, {"b", 9, true}, {"c", 7, true}, {"d", 8, true}}, map[string]int{"a": 0, "c": 1, "d": 2, "b": 3}},
+		{"equal logs: by id", []f{{"n2", 10, true, 0}, {"n3", 10, true, 0}}, map[string]int{"n2": 0, "n3": 1}},
+		{"the longer log last, whatever its id", []f{{"n2", 11, true, 0}, {"n3", 10, true, 0}}, map[string]int{"n3": 0, "n2": 1}},
+		{"the longer log last (higher id)", []f{{"n2", 10, true, 0}, {"n3", 12, true, 0}}, map[string]int{"n2": 0, "n3": 1}},
+		{"unknown: by id", []f{{"n2", 11, true, 0}, {"n3", 10, false, 0}}, map[string]int{"n2": 0, "n3": 1}},
+		{"four followers", []f{{"a", 7, true, 0}, {"b", 9, true, 0}, {"c", 7, true, 0}, {"d", 8, true, 0}}, map[string]int{"a": 0, "c": 1, "d": 2, "b": 3}},
+		// A restarted node still holding its deposed term's entries: the
+		// longer log, but the older last term; raft's vote prefers the
+		// later term, so that one goes last.
+		{"the later last term last, though shorter", []f{{"n2", 12, true, 4}, {"n3", 10, true, 5}}, map[string]int{"n2": 0, "n3": 1}},
+		{"equal terms: the longer log last", []f{{"n2", 12, true, 5}, {"n3", 10, true, 5}}, map[string]int{"n3": 0, "n2": 1}},
+		{"a term unknown (older node): by index", []f{{"n2", 12, true, 4}, {"n3", 10, true, 0}}, map[string]int{"n3": 0, "n2": 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -39,12 +46,12 @@ func TestHurryOrder(t *testing.T) {
 						idx[o.id] = o
 					}
 				}
-				pos := hurryOrder(me.id, me.last, others, func(p string) (uint64, bool) {
+				pos := hurryOrder(me.id, logPos{index: me.last, term: me.term}, others, func(p string) (logPos, bool) {
 					o := idx[p]
 					if !o.ok || !me.ok {
-						return 0, false // the exchange failed one way or the other
+						return logPos{}, false // the exchange failed one way or the other
 					}
-					return o.last, true
+					return logPos{index: o.last, term: o.term}, true
 				})
 				if pos != c.want[me.id] {
 					t.Errorf("%s (last %d) at %d, want %d", me.id, me.last, pos, c.want[me.id])
@@ -64,7 +71,9 @@ func TestHurryOrder(t *testing.T) {
 // did not answer, keeps the leader in place.
 func TestCampaignDecision(t *testing.T) {
 	yes := func(string) bool { return true }
-	view := func(last uint64, dead bool) peerView { return peerView{last: last, dead: dead, follows: true} }
+	view := func(last uint64, dead bool) peerView {
+		return peerView{last: logPos{index: last}, dead: dead, follows: true}
+	}
 	cases := []struct {
 		name         string
 		self         string
@@ -79,15 +88,15 @@ func TestCampaignDecision(t *testing.T) {
 		{"equal logs, higher id", "n3", 10, yes, map[string]peerView{"n2": view(10, true)}, true, true},
 		{"equal logs, lower id", "n2", 10, yes, map[string]peerView{"n3": view(10, true)}, false, true},
 		{"no answer", "n2", 11, yes, map[string]peerView{"n3": {}}, false, false},
-		{"equal logs, lower id, the other names no leader (restarted)", "n2", 10, yes, map[string]peerView{"n3": {last: 10, dead: true}}, true, true},
-		{"shorter log, the other names no leader", "n2", 9, yes, map[string]peerView{"n3": {last: 10, dead: true}}, false, true},
+		{"equal logs, lower id, the other names no leader (restarted)", "n2", 10, yes, map[string]peerView{"n3": {last: logPos{index: 10}, dead: true}}, true, true},
+		{"shorter log, the other names no leader", "n2", 9, yes, map[string]peerView{"n3": {last: logPos{index: 10}, dead: true}}, false, true},
 		{"five voters, one still hears it", "n5", 12, yes, map[string]peerView{"n2": view(10, true), "n3": view(12, false), "n4": view(11, true)}, true, false},
 		{"cannot campaign (meta)", "n2", 11, nil, map[string]peerView{"n3": view(10, true)}, false, false},
 		{"no other follower", "n2", 11, yes, map[string]peerView{}, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := hurryPlan{group: "7", leader: "n1", last: c.last, campaign: c.campaign}
+			p := hurryPlan{group: "7", leader: "n1", last: logPos{index: c.last}, campaign: c.campaign}
 			known := map[string]map[string]peerView{}
 			for o, v := range c.others {
 				p.others = append(p.others, o)
@@ -98,6 +107,37 @@ func TestCampaignDecision(t *testing.T) {
 			pick, agreed := campaignDecision(c.self, p, known)
 			if pick != c.pick || (pick && agreed != c.agreed) {
 				t.Fatalf("pick %t agreed %t, want %t %t", pick, agreed, c.pick, c.agreed)
+			}
+		})
+	}
+}
+
+// Raft's vote prefers the later last term to the longer log, and so does
+// the pick: a follower that restarted a moment before may still hold its
+// deposed term's entries past the others' logs.
+func TestCampaignDecisionByTerm(t *testing.T) {
+	yes := func(string) bool { return true }
+	cases := []struct {
+		name       string
+		self       string
+		mine, peer logPos
+		pick       bool
+	}{
+		{"longer log of an older term", "n2", logPos{12, 5}, logPos{10, 6}, false},
+		{"shorter log of the later term", "n3", logPos{10, 6}, logPos{12, 5}, true},
+		{"same term: the longer log", "n2", logPos{12, 6}, logPos{10, 6}, true},
+		{"the peer's term unknown (an older node): by index", "n2", logPos{12, 5}, logPos{10, 0}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			other := "n3"
+			if c.self == "n3" {
+				other = "n2"
+			}
+			p := hurryPlan{group: "7", leader: "n1", last: c.mine, campaign: yes, others: []string{other}}
+			known := map[string]map[string]peerView{other: {"7": {last: c.peer, dead: true, follows: true}}}
+			if pick, agreed := campaignDecision(c.self, p, known); pick != c.pick || !agreed {
+				t.Fatalf("pick %t agreed %t, want %t true", pick, agreed, c.pick)
 			}
 		})
 	}

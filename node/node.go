@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/timemachine-db/timemachine/cluster"
 	"github.com/timemachine-db/timemachine/forward"
 	"github.com/timemachine-db/timemachine/liveness"
@@ -166,6 +168,9 @@ func Start(cfg Config) (_ *Node, err error) {
 		OnChange: func(*raftfsm.MetaState) { n.kickReconcile() },
 		OnFatal:  n.onFatal,
 		OnEvent:  func(e raftgroup.Event) { n.metrics.raftEvent("meta", e) },
+		WrapTransport: func(nt *raft.NetworkTransport) raft.Transport {
+			return n.beats.WrapAlwaysOpen(mux.MetaGroup, nt)
+		},
 	}); err != nil {
 		return nil, err
 	}

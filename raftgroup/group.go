@@ -105,6 +105,16 @@ type Config struct {
 	// slots send their heartbeats through the node's coalescer, rpc/beat).
 	// The result's Close, if any, is called instead of the inner one's.
 	WrapTransport func(*raft.NetworkTransport) raft.Transport
+	// BootstrapFallback, when set, makes a voter other than the first of
+	// a group it bootstraps campaign (Campaign) if no leader is known
+	// that long after, plus restartStagger per place in the voter list:
+	// the first voter, which campaigns at once, may never bootstrap (the
+	// meta group: a node that found its peers formed a moment before it
+	// waits to be added instead), and with long heartbeat timeouts raft
+	// alone would elect only after 5-10 s. Not for the slots: at 1,024 of
+	// them first elections take seconds, and second candidates would
+	// split their votes.
+	BootstrapFallback time.Duration
 }
 
 // Group is a running raft group replica and its leadership watch.
@@ -113,6 +123,7 @@ type Group struct {
 	timing Timing
 	raft   *raft.Raft
 	stores *storage.RaftStores
+	logs   raft.LogStore // raft's view of the log (through its cache)
 	trans  raft.Transport
 	notify chan bool
 	closed chan struct{}
@@ -237,7 +248,7 @@ func Open(cfg Config) (*Group, error) {
 		_ = stores.Close()
 		return nil, fmt.Errorf("%s: start raft: %w", cfg.Name, err)
 	}
-	g := &Group{cfg: cfg, timing: t, raft: r, stores: stores, trans: rt, notify: notify, closed: make(chan struct{})}
+	g := &Group{cfg: cfg, timing: t, raft: r, stores: stores, logs: logs, trans: rt, notify: notify, closed: make(chan struct{})}
 	g.wg.Add(1)
 	go g.watchLeadership()
 	g.observe()
@@ -630,8 +641,30 @@ func (g *Group) Bootstrap(servers []raft.Server) error {
 		if !g.Campaign("") && len(servers) > 1 {
 			g.campaignFirst()
 		}
+		return nil
+	}
+	if pos := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == g.cfg.NodeID }); pos > 0 &&
+		g.cfg.BootstrapFallback > 0 && g.CanCampaign() {
+		g.wg.Add(1)
+		go g.campaignIfLeaderless(g.cfg.BootstrapFallback + time.Duration(pos-1)*restartStagger)
 	}
 	return nil
+}
+
+// campaignIfLeaderless campaigns (Campaign) after wait if this replica
+// still knows no leader and is a follower (Config.BootstrapFallback).
+func (g *Group) campaignIfLeaderless(wait time.Duration) {
+	defer g.wg.Done()
+	select {
+	case <-g.closed:
+		return
+	case <-time.After(wait):
+	}
+	if id, _ := g.Leader(); id != "" || g.raft.State() != raft.Follower {
+		return
+	}
+	g.cfg.Logger.Info("no leader after bootstrapping the group: campaigning", "group", g.cfg.Name, "waited", wait)
+	g.Campaign("")
 }
 
 // campaignFirst makes the replica listed first in a new group's
@@ -816,6 +849,20 @@ func (g *Group) Removed() bool { return g.raft.State() == raft.Shutdown }
 
 // LastIndex is the last index in the replica's log.
 func (g *Group) LastIndex() uint64 { return g.raft.LastIndex() }
+
+// LastLog is the index and term of the last entry in the replica's log,
+// the pair raft's vote compares (the later term wins, then the longer
+// log). term is 0 when the entry cannot be read (the log ends at a
+// snapshot, or was compacted meanwhile): the caller then has the index
+// alone.
+func (g *Group) LastLog() (index, term uint64) {
+	index = g.raft.LastIndex()
+	var l raft.Log
+	if index > 0 && g.logs.GetLog(index, &l) == nil {
+		term = l.Term
+	}
+	return index, term
+}
 
 // CommitIndex is the latest index the replica knows to be committed.
 func (g *Group) CommitIndex() uint64 { return g.raft.CommitIndex() }

@@ -610,6 +610,10 @@ func (r *Replica) Voters() []string { return r.g.Voters() }
 // LastIndex is the last index in the replica's log.
 func (r *Replica) LastIndex() uint64 { return r.g.LastIndex() }
 
+// LastLog is the index and term of the replica's last log entry
+// (raftgroup.Group.LastLog).
+func (r *Replica) LastLog() (index, term uint64) { return r.g.LastLog() }
+
 // outcomeLinger is how long the outcome proposer waits for more outcomes
 // once it holds one under load.
 const outcomeLinger = 5 * time.Millisecond

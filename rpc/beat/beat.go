@@ -443,10 +443,15 @@ type Transport struct {
 	// after it had: that follower stayed empty until the tick, and a
 	// failover then had one follower to elect from (2.2 s in
 	// TestFailoverWithinTwoSeconds).
-	bmu      sync.Mutex
-	behind   map[raft.ServerAddress]bool
-	nBehind  atomic.Int32
-	onResume atomic.Pointer[func()]
+	bmu    sync.Mutex
+	behind map[raft.ServerAddress]bool
+	// alwaysOpen (WrapAlwaysOpen): every running peer has this group
+	// open, so a peer that refuses it is an older binary; refused holds
+	// those peers → when (carry.go, refusedGroup).
+	alwaysOpen bool
+	refused    map[raft.ServerAddress]time.Time
+	nBehind    atomic.Int32
+	onResume   atomic.Pointer[func()]
 }
 
 // OnResume sets what runs (on a goroutine of its own) when a follower an
@@ -502,7 +507,21 @@ func (t *Transport) urgent() bool { return time.Now().UnixNano() < t.urgentUntil
 
 // Wrap returns group's transport over nt. Close unregisters it.
 func (c *Coalescer) Wrap(group uint16, nt *raft.NetworkTransport) *Transport {
-	t := &Transport{NetworkTransport: nt, c: c, group: group, h: c.register(group, make(chan raft.RPC))}
+	return c.wrap(group, nt, false)
+}
+
+// WrapAlwaysOpen is Wrap for a group that every running node has open
+// (the meta group, rpc/mux.MetaGroup): a peer that answers that the group
+// is not open there runs a binary from before that group came onto the
+// node connection, and gets its RPCs the stock way for a while (carry.go,
+// refusedGroup) rather than failing them — a rolling upgrade keeps its
+// meta group.
+func (c *Coalescer) WrapAlwaysOpen(group uint16, nt *raft.NetworkTransport) *Transport {
+	return c.wrap(group, nt, true)
+}
+
+func (c *Coalescer) wrap(group uint16, nt *raft.NetworkTransport, alwaysOpen bool) *Transport {
+	t := &Transport{NetworkTransport: nt, c: c, group: group, alwaysOpen: alwaysOpen, h: c.register(group, make(chan raft.RPC))}
 	t.wg.Add(1)
 	go forward(nt.Consumer(), t.h.rpcs, t.h.closed, &t.wg)
 	return t

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,7 +154,7 @@ func (c *Coalescer) handleRaft(ctx context.Context, body []byte) ([]byte, error)
 		c.hmu.RUnlock()
 	}
 	if h == nil || h.rpcs == nil {
-		return nil, fmt.Errorf("group %d is not open here", group)
+		return nil, &peer.RemoteError{Code: CodeNotOpen, Message: fmt.Sprintf("group %d is not open here", group)}
 	}
 	respCh := make(chan raft.RPCResponse, 1)
 	select {
@@ -276,12 +277,12 @@ func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 		// not retried there: the stock connection goes to the same port,
 		// and each retry would dial a connection per group — two 256 KiB
 		// buffers on each side, the memory of an election storm.
-		if !t.c.isOld(string(target)) {
+		if !t.stockOnly(target) {
 			err := t.c.heartbeat(target, t.group, args, resp, t.urgent())
 			if err == nil {
 				t.heartbeatAnswered(target)
 			}
-			if !errors.Is(err, errOldPeer) {
+			if !errors.Is(err, errOldPeer) && !t.refusedGroup(target, err) {
 				return err
 			}
 		}
@@ -292,7 +293,7 @@ func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 		}
 		return err
 	}
-	err := t.c.carry(target, t.group, kindAppend, args, resp)
+	err := t.carry(target, kindAppend, args, resp)
 	if errors.Is(err, errOldPeer) {
 		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
 	}
@@ -302,7 +303,7 @@ func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 
 // RequestVote implements raft.Transport.
 func (t *Transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	if err := t.c.carry(target, t.group, kindVote, args, resp); !errors.Is(err, errOldPeer) {
+	if err := t.carry(target, kindVote, args, resp); !errors.Is(err, errOldPeer) {
 		return err
 	}
 	return t.NetworkTransport.RequestVote(id, target, args, resp)
@@ -310,7 +311,7 @@ func (t *Transport) RequestVote(id raft.ServerID, target raft.ServerAddress, arg
 
 // RequestPreVote implements raft.Transport.
 func (t *Transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	if err := t.c.carry(target, t.group, kindPreVote, args, resp); !errors.Is(err, errOldPeer) {
+	if err := t.carry(target, kindPreVote, args, resp); !errors.Is(err, errOldPeer) {
 		return err
 	}
 	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
@@ -318,8 +319,77 @@ func (t *Transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, 
 
 // TimeoutNow implements raft.Transport.
 func (t *Transport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	if err := t.c.carry(target, t.group, kindTimeoutNow, args, resp); !errors.Is(err, errOldPeer) {
+	if err := t.carry(target, kindTimeoutNow, args, resp); !errors.Is(err, errOldPeer) {
 		return err
 	}
 	return t.NetworkTransport.TimeoutNow(id, target, args, resp)
+}
+
+// CodeNotOpen is the code of a carried RPC's refusal when its group is
+// not open on the peer. (Binaries before the code sent the same message
+// without it: refusedGroup recognises both.)
+const CodeNotOpen = "beat.not_open"
+
+// carry is Coalescer.carry for this transport's group; errOldPeer means
+// the caller must use the stock path (an older peer, or one that refused
+// a group every peer has open: refusedGroup).
+func (t *Transport) carry(target raft.ServerAddress, kind byte, req, resp any) error {
+	if t.stockOnly(target) {
+		return errOldPeer
+	}
+	err := t.c.carry(target, t.group, kind, req, resp)
+	if t.refusedGroup(target, err) {
+		return errOldPeer
+	}
+	return err
+}
+
+// stockOnly reports whether this group's RPCs to target go the stock way:
+// the peer does not know the node-connection methods, or (alwaysOpen) it
+// refused this group lately.
+func (t *Transport) stockOnly(target raft.ServerAddress) bool {
+	if t.c.isOld(string(target)) {
+		return true
+	}
+	if !t.alwaysOpen {
+		return false
+	}
+	t.bmu.Lock()
+	defer t.bmu.Unlock()
+	at, ok := t.refused[target]
+	if ok && time.Since(at) > oldPeerRetry {
+		delete(t.refused, target)
+		return false
+	}
+	return ok
+}
+
+// refusedGroup reports whether err is target refusing this group as not
+// open there, for a transport whose group every running peer has open
+// (WrapAlwaysOpen: the meta group). Such a peer is a binary from before the
+// meta group came onto the node connection: it gets this group's RPCs the
+// stock way for oldPeerRetry, as a peer that does not know the methods
+// does. Slot groups are refused for real (not open yet on that node), and
+// the stock path would be refused too.
+func (t *Transport) refusedGroup(target raft.ServerAddress, err error) bool {
+	if !t.alwaysOpen || err == nil {
+		return false
+	}
+	var re *peer.RemoteError
+	refused := errors.Is(err, ErrRefused) && strings.Contains(err.Error(), "is not open here") ||
+		errors.As(err, &re) && (re.Code == CodeNotOpen || strings.HasSuffix(re.Message, "is not open here"))
+	if !refused {
+		return false
+	}
+	t.bmu.Lock()
+	if t.refused == nil {
+		t.refused = map[raft.ServerAddress]time.Time{}
+	}
+	_, seen := t.refused[target]
+	t.refused[target] = time.Now()
+	t.bmu.Unlock()
+	if !seen {
+		t.c.log.Info("peer refused a group every node has open (an older binary): using the stock transport for it", "peer", target, "group", t.group)
+	}
+	return true
 }

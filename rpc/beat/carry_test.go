@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
 // raftStub answers, in place of a group's raft, every RPC its transport
@@ -315,5 +316,73 @@ func TestHeartbeatAfterAFailedAppendResumes(t *testing.T) {
 	}
 	if n := resumed.Load(); n != 1 {
 		t.Fatalf("a catch-up ran for a follower no longer behind (resumed %d)", n)
+	}
+}
+
+// A group every node has open (the meta group: WrapAlwaysOpen) that a
+// peer refuses as not open there is an older binary's: its RPCs and
+// heartbeats go the stock way, and the peer is not asked again for a
+// while. Refused the way this binary says it (CodeNotOpen) or the way
+// older ones did (the message alone).
+func TestAlwaysOpenGroupFallsBackWhereRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse error // nil: the peer's coalescer answers (the group is not registered there)
+	}{
+		{"heartbeat first, refused by the coalescer", nil},
+		{"vote first, refused in an older binary's words", &peer.RemoteError{Message: "group 65535 is not open here"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLoop()
+			a, b := New(l, Options{}), New(l, Options{})
+			defer a.Close()
+			defer b.Close()
+			ntA, ntB := newNT(t), newNT(t)
+			defer ntB.Close()
+			target := ntB.LocalAddr()
+			l.add(string(target), b) // b carries no group 0xFFFF
+			if tc.refuse != nil {
+				l.mu.Lock()
+				l.fail[string(target)] = tc.refuse
+				l.mu.Unlock()
+			}
+			ta := a.WrapAlwaysOpen(0xFFFF, ntA)
+			defer ta.Close()
+			var appends atomic.Int64
+			raftStub(t, ntB, &appends) // the peer's group, on its stock transport
+
+			if tc.refuse == nil {
+				var hr raft.AppendEntriesResponse
+				if err := ta.AppendEntries("b", target, heartbeat(3), &hr); err != nil || !hr.Success {
+					t.Fatalf("heartbeat: %+v, %v", hr, err)
+				}
+				if appends.Load() != 1 {
+					t.Fatalf("the peer's stock transport saw %d appends, want the heartbeat", appends.Load())
+				}
+			} else {
+				var vr raft.RequestVoteResponse
+				if err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 4}, &vr); err != nil || !vr.Granted {
+					t.Fatalf("vote: %+v, %v", vr, err)
+				}
+			}
+			if !ta.stockOnly(target) {
+				t.Fatal("the refusing peer is not remembered")
+			}
+			if a.isOld(string(target)) {
+				t.Fatal("the whole peer was marked old: its slot groups would leave the node connection too")
+			}
+			calls := l.count(string(target))
+			var ar raft.AppendEntriesResponse
+			if err := ta.AppendEntries("b", target, appendReq(4, 7), &ar); err != nil || !ar.Success {
+				t.Fatalf("append: %+v, %v", ar, err)
+			}
+			var hr raft.AppendEntriesResponse
+			if err := ta.AppendEntries("b", target, heartbeat(4), &hr); err != nil || !hr.Success {
+				t.Fatalf("heartbeat: %+v, %v", hr, err)
+			}
+			if l.count(string(target)) != calls {
+				t.Fatal("the refusing peer was asked again on the node connection")
+			}
+		})
 	}
 }

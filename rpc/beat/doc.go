@@ -1,6 +1,6 @@
 // Package beat carries raft heartbeats between two nodes coalesced: every
-// slot group on a node sends its heartbeats to a peer node through one
-// Coalescer, which gathers those of all groups for up to 20 ms and sends them
+// slot group on a node, and the meta group (WrapAlwaysOpen), sends its
+// heartbeats to a peer node through one Coalescer, which gathers those of all groups for up to 20 ms and sends them
 // as one node-to-node call (rpc/peer, MethodHeartbeats); the peer hands each
 // heartbeat to its own group's raft and answers all of them in one reply.
 //

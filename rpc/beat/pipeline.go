@@ -24,7 +24,7 @@ const (
 
 // AppendEntriesPipeline implements raft.Transport with a lazy pipeline.
 func (t *Transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	if t.c.isOld(string(target)) {
+	if t.stockOnly(target) {
 		return t.NetworkTransport.AppendEntriesPipeline(id, target)
 	}
 	return &lazyPipeline{t: t, id: id, target: target,
@@ -86,7 +86,7 @@ func (p *lazyPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft
 		return real.AppendEntries(args, resp)
 	}
 	start := time.Now()
-	if err := p.t.c.carry(p.target, p.t.group, kindAppend, args, resp); err != nil {
+	if err := p.t.carry(p.target, kindAppend, args, resp); err != nil {
 		if !errors.Is(err, errOldPeer) {
 			p.t.appended(p.target, err)
 			return nil, err
