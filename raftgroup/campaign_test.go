@@ -152,6 +152,14 @@ func TestCampaignElectsAtOnce(t *testing.T) {
 			followers = append(followers, g)
 		}
 	}
+	// The campaigner's log must be as up to date as the other follower's,
+	// or that one refuses its vote (raft's rule; the node picks the most
+	// up-to-date follower, hurryorder.go): on a loaded machine the
+	// leader's first entries could have reached only one of them yet.
+	testutil.Eventually(t, 5*time.Second, "both followers hold the leader's log", testutil.True(func() bool {
+		last := leader.LastIndex()
+		return followers[0].LastIndex() == last && followers[1].LastIndex() == last
+	}))
 	dead := leader.cfg.NodeID
 	leader.Close()
 	start := time.Now()
