@@ -82,8 +82,8 @@ func Open(cfg Config) (*Replica, error) {
 // (raftgroup Config.BootstrapFallback). The first voter campaigns at once
 // when it bootstraps, but it may not: it found its peers' meta state a
 // moment after they formed the group, and waits to be added (cluster
-// bootstrapLoop). With a 5 s heartbeat timeout the cluster then formed
-// 7-9 s after start instead of ~1.5 s.
+// bootstrapLoop). With the meta group's 5 s heartbeat timeout the cluster
+// then formed 7-9 s after start instead of ~1.5 s.
 const metaBootstrapFallback = 500 * time.Millisecond
 
 // Bootstrap forms a new meta group; a no-op when state exists.
@@ -128,15 +128,15 @@ const MetaCommitTimeout = time.Second
 // slot.SlotLeaderLease), for the same reasons. With the library's 1 s the
 // meta leader sent each follower a heartbeat every 100-200 ms as its own
 // RPC on the stock transport — the largest single item of an idle 12-slot
-// cluster's CPU (docs/scaling.md, sixth pass). Coalesced, a heartbeat
-// waits up to a tenth of the slots' lease for its batch, so the meta
-// group's lease must not be shorter than theirs. Failover does not wait
-// for these timeouts: the liveness check finds a dead meta leader and the
-// follower with the most up-to-date log campaigns at once (Campaign, node
-// hurryorder.go), as a slot's does.
+// cluster's CPU (docs/scaling.md, sixth pass); coalesced, they wait up to
+// a tenth of the slots' lease for the next batch, which a 500 ms lease
+// would not tolerate. Failover does not wait for these timeouts: the
+// liveness check finds a dead meta leader and the follower with the
+// longest log campaigns at once (Campaign, node hurryorder.go), as a
+// slot's does.
 const (
-	MetaHeartbeatTimeout = 10 * time.Second
-	MetaLeaderLease      = 5 * time.Second
+	MetaHeartbeatTimeout = 5 * time.Second
+	MetaLeaderLease      = 2500 * time.Millisecond
 )
 
 // metaTiming fills in MetaCommitTimeout, and with coalesced heartbeats

@@ -51,14 +51,15 @@ func livenessTiming(t raftgroup.Timing) (interval, lease, deadAfter time.Duratio
 	return interval, lease, deadAfter
 }
 
-// beatFlush is how long the groups' coalesced heartbeats to a peer wait
+// beatFlush is how long the slots' coalesced heartbeats to a peer wait
 // for company (rpc/beat Options.Flush): a tenth of the slots' raft lease —
-// 50 ms with a 500 ms lease, 500 ms with the slots' production 5 s
-// (heartbeats every 1-2 s: at 20 ms a batch carried ~1.4 of them, so
-// nearly every heartbeat was its own call and wake-up). A heartbeat then
-// reaches its follower up to 2.5 s after the one before, half the lease;
-// nothing else waits on it (a read's heartbeat round goes at once,
-// Transport.Urgent; failover does not wait for heartbeats).
+// 50 ms with a 500 ms lease, 250 ms with the slots' production 2.5 s
+// (heartbeats every 0.5-1 s: at 20 ms a batch carried ~1.4 of them, so
+// nearly every heartbeat was its own call and wake-up; at 100 ms a node
+// of 256 slots still sent ~9 batches a second to each peer). A heartbeat
+// then reaches its follower up to 1.25 s after the one before, well
+// inside the lease; nothing else waits on it (a read's heartbeat round
+// goes at once, Transport.Urgent; failover does not wait for heartbeats).
 func beatFlush(t raftgroup.Timing) time.Duration {
 	lease := slot.SlotLeaderLease
 	if t.HeartbeatTimeout != 0 {

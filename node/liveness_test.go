@@ -150,7 +150,7 @@ func TestBeatFlush(t *testing.T) {
 		timing raftgroup.Timing
 		want   time.Duration
 	}{
-		{raftgroup.Timing{}, 500 * time.Millisecond}, // production: slot.SlotLeaderLease
+		{raftgroup.Timing{}, 250 * time.Millisecond}, // production: slot.SlotLeaderLease
 		{raftgroup.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond}, 15 * time.Millisecond},
 	} {
 		if got := beatFlush(c.timing); got != c.want {

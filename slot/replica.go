@@ -299,27 +299,21 @@ const SlotCommitTimeout = 15 * time.Second
 // Slot groups' raft timeouts unless the Timing sets them (a zero
 // HeartbeatTimeout). hashicorp/raft's leader wakes a goroutine per
 // follower every HeartbeatTimeout/10 to HeartbeatTimeout/5 to send a
-// heartbeat, idle or not, and waits for its answer: with the library's 1 s
-// that was ~4,600 heartbeats a second at 1,024 slots and the floor of the
-// idle cost (docs/scaling.md). With 10 s they go every 1–2 s (5 s, every
-// 0.5–1 s, left them 57 % of an idle 256-slot node's wake-ups; 10 s took
-// the cluster's idle CPU from 9.8–11.1 % to 7.8–8.0 %, sixth pass).
-// Failover does not wait for these timeouts: the liveness check finds a
-// dead leader within ~0.7 s and the follower with the most up-to-date log
-// campaigns at once through a TimeoutNow (raftgroup Campaign, node
-// hurryorder.go). The lease (raft's check-quorum: a leader steps down
-// after that long without a majority's answers) is 5 s, 2.5–5 heartbeats
-// as before, so a loaded node does not lose leaderships for one late
-// answer; it fences nothing — firing and reads are fenced by the liveness
-// lease (500 ms, Fence) and a read's heartbeat round (VerifyLeader). What
-// the longer timeouts slow are the fallbacks, which run at the lease:
-// an election the Campaign did not settle (a split vote) is retried after
-// 5–10 s, a failed transfer keeps the slot paused up to 5 s plus
-// transferSettle, and a follower that loses only raft's connection to a
-// leader the liveness check still hears elects on its own after 10–20 s.
+// heartbeat, idle or not: with the library's 1 s that was ~4,600
+// heartbeats a second at 1,024 slots and the floor of the idle cost
+// (docs/scaling.md). With 5 s they go every 0.5–1 s. Failover does not
+// wait for these timeouts: the liveness check finds a dead leader within
+// ~0.7 s and the follower with the longest log campaigns at once through
+// a TimeoutNow (raftgroup Campaign, node hurryorder.go). The lease (raft's
+// check-quorum: a leader steps down after that long without a majority's
+// answers) is 2.5 s, 2.5–5 heartbeats, so a loaded node does not lose
+// leaderships for one late answer; it fences nothing — firing and reads
+// are fenced by the liveness lease (500 ms, Fence) and a read's heartbeat
+// round (VerifyLeader). A follower that loses only raft's connection to a
+// leader the liveness check still hears elects on its own after 5–10 s.
 const (
-	SlotHeartbeatTimeout = 10 * time.Second
-	SlotLeaderLease      = 5 * time.Second
+	SlotHeartbeatTimeout = 5 * time.Second
+	SlotLeaderLease      = 2500 * time.Millisecond
 )
 
 // slotTiming fills in SlotCommitTimeout, and the slot timeouts above when
