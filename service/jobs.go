@@ -162,6 +162,14 @@ func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec mode
 	if !unknown(err) {
 		return res, err
 	}
+	return s.resolveUpsert(ctx, sl, cmd)
+}
+
+// resolveUpsert finds out the outcome of cmd, an upsert on slot sl whose
+// attempt's outcome was unknown (see resolve.go).
+func (s *Service) resolveUpsert(ctx context.Context, sl int, cmd *raftfsm.Upsert) ([]model.Result, error) {
+	coll, id, spec, ifMatch := cmd.Coll, cmd.ID, cmd.Spec, cmd.IfMatch
+	ours := func(j *model.Job) bool { return j.SpecHash == spec.Hash && j.UpdatedAt == cmd.Now }
 	r := newResolver(context.WithoutCancel(ctx))
 	defer r.cancel()
 	for r.next() {
@@ -170,7 +178,7 @@ func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec mode
 			continue // no leader to ask yet
 		}
 		switch {
-		case found && j.SpecHash == spec.Hash && j.UpdatedAt == cmd.Now:
+		case found && ours(j):
 			// The earlier attempt's work: its spec and its stamp.
 			code := model.CodeOK
 			if j.Version == 1 && j.CreatedAt == cmd.Now {
@@ -178,14 +186,30 @@ func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec mode
 			}
 			return []model.Result{{Code: code, Job: j}}, nil
 		case ifMatch != 0 && found && j.Version == ifMatch:
-			// Untouched: the earlier attempt did not apply, and cannot
-			// any more (a leader answered). Send it again. (An absent
-			// job is not proof of that: the attempt may have created it
-			// and a DELETE removed it since — see resolveCreates.)
-			res, err = s.fwd.ProposeSlot(r.ctx, sl, cmd)
-			if !inconclusive(err) {
-				return res, err
+			// Not applied yet. Send it again: it applies only at that
+			// version, so at most one of the two attempts does. (An
+			// absent job is not proof of anything: the attempt may have
+			// created it and a DELETE removed it since — see
+			// resolveCreates.)
+			res, err := s.fwd.ProposeSlot(r.ctx, sl, cmd)
+			if inconclusive(err) {
+				continue
 			}
+			if err == nil && len(res) == 1 && res[0].Code == model.CodePreconditionFailed {
+				// The read does not prove the earlier attempt will never
+				// apply: it may sit in the leader's log, uncommitted
+				// (the read reflects what was committed when it began),
+				// and commit before the re-send. Its work then carries
+				// this request's stamp; anything else moved the version
+				// on, perhaps after it (seen in the nemesis: a PUT
+				// answered 412 whose write had taken effect).
+				if res[0].Job != nil && ours(res[0].Job) {
+					return []model.Result{{Code: model.CodeOK, Job: res[0].Job}}, nil
+				}
+				s.log.Warn("a PUT's outcome stayed unknown", "collection", coll, "id", id)
+				return nil, model.ErrOutcomeUnknown
+			}
+			return res, err
 		default:
 			// Changed since, by this write or another: not to be told
 			// apart.

@@ -42,9 +42,13 @@ import (
 //     anew meanwhile stays) (resolveDelete);
 //   - a PUT reads the job: a job carrying this request's spec and stamp
 //     (updated_at) is the earlier attempt's work (200, or 201 for version
-//     1); a job still at the If-Match version was not touched, so the PUT
-//     is re-sent (it applies only at that version); anything else, absent
-//     included, cannot be told apart;
+//     1); a job still at the If-Match version was not touched yet, so
+//     the PUT is re-sent (it applies only at that version, so at most one
+//     of the two attempts does). The earlier attempt may still commit
+//     first (a read shows what was committed, not what a leader's log
+//     holds): a re-send refused with a job carrying this request's stamp
+//     is answered as that job; refused otherwise, it is unknown.
+//     Anything else, absent included, cannot be told apart;
 //   - schedule writes are re-sent as they are (proposeResolved).
 //
 // The search ends after resolveBudget (or the request's own deadline);

@@ -21,6 +21,26 @@ type fakeSlot struct {
 	jobs       map[string]*model.Job
 	leaderless int
 	proposed   []raftfsm.Command
+	// late is an upsert that an earlier attempt left in a leader's log:
+	// it applies at the start of the next proposal.
+	late *raftfsm.Upsert
+}
+
+// upsert applies c as the state machine does (If-Match only).
+func (f *fakeSlot) upsert(c *raftfsm.Upsert) model.Result {
+	j, ok := f.jobs[c.ID]
+	if !ok || (c.IfMatch != 0 && j.Version != c.IfMatch) {
+		var cur *model.Job
+		if ok {
+			cp := *j
+			cur = &cp
+		}
+		return model.Result{Code: model.CodePreconditionFailed, Job: cur}
+	}
+	j.Version++
+	j.SpecHash, j.UpdatedAt = c.Spec.Hash, c.Now
+	cp := *j
+	return model.Result{Code: model.CodeOK, Job: &cp}
 }
 
 func (f *fakeSlot) down() bool {
@@ -52,9 +72,15 @@ func (f *fakeSlot) ProposeSlot(_ context.Context, _ int, cmds ...raftfsm.Command
 	if f.down() {
 		return nil, raftgroup.ErrNotLeader
 	}
+	if f.late != nil {
+		f.upsert(f.late)
+		f.late = nil
+	}
 	out := make([]model.Result, len(cmds))
 	for i, c := range cmds {
 		switch c := c.(type) {
+		case *raftfsm.Upsert:
+			out[i] = f.upsert(c)
 		case *raftfsm.DeleteIncarnation:
 			j, ok := f.jobs[c.ID]
 			if !ok || j.CreatedAt != c.CreatedAt {
@@ -64,7 +90,7 @@ func (f *fakeSlot) ProposeSlot(_ context.Context, _ int, cmds ...raftfsm.Command
 			delete(f.jobs, c.ID)
 			out[i] = model.Result{Code: model.CodeOK, Job: j}
 		default:
-			return nil, errors.New("the resolver proposed something other than a DeleteIncarnation")
+			return nil, errors.New("the resolver proposed something other than a DeleteIncarnation or an Upsert")
 		}
 	}
 	return out, nil
@@ -128,6 +154,43 @@ func TestResolveDeleteOnlyTheIncarnationItMeant(t *testing.T) {
 			}
 			if d, ok := f.proposed[0].(*raftfsm.DeleteIncarnation); !ok || d.CreatedAt != c.job.CreatedAt {
 				t.Fatalf("re-sent %#v, want a DeleteIncarnation of created_at %d", f.proposed[0], c.job.CreatedAt)
+			}
+		})
+	}
+}
+
+// A PUT whose first attempt's outcome was unknown, read back at its
+// If-Match version, is sent again; the first attempt may still commit
+// before the re-send (it sat in the leader's log), which is then refused
+// at the new version. That version carries this request's stamp: the PUT
+// took effect and is answered 200, not 412 (a nemesis violation). Moved
+// on by another writer instead, the outcome is unknown.
+func TestResolveUpsertWhenTheFirstAttemptCommitsLate(t *testing.T) {
+	const stamp = 5000
+	for _, c := range []struct {
+		name  string
+		other bool // another writer moves the version instead
+	}{
+		{"the first attempt commits before the re-send", false},
+		{"another writer moves the version", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeSlot{jobs: map[string]*model.Job{"j": {ID: "j", Version: 2, SpecHash: 7, CreatedAt: 100, UpdatedAt: 200}}}
+			cmd := &raftfsm.Upsert{Coll: "c", ID: "j", Spec: model.JobSpec{Hash: 9}, IfMatch: 2, Now: stamp}
+			late := *cmd
+			if c.other {
+				late.Spec.Hash, late.Now = 11, stamp+1
+			}
+			f.late = &late // applied at the start of the next proposal
+			res, err := resolvingService(f).resolveUpsert(context.Background(), 0, cmd)
+			if c.other {
+				if !errors.Is(err, model.ErrOutcomeUnknown) {
+					t.Fatalf("got %+v, %v; want the outcome unknown", res, err)
+				}
+				return
+			}
+			if err != nil || res[0].Code != model.CodeOK || res[0].Job.Version != 3 || res[0].Job.UpdatedAt != stamp {
+				t.Fatalf("got %+v, %v; want 200 with version 3, this request's work", res, err)
 			}
 		})
 	}
