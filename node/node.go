@@ -57,8 +57,11 @@ type Node struct {
 	sec     *security
 
 	// wired is closed once every part exists: work that the meta replica
-	// may start before that (its leadership) waits for it.
+	// may start before that (its leadership) waits for it. clustered is
+	// closed once the cluster has started (its gossip exists): the
+	// controller waits for it.
 	wired     chan struct{}
+	clustered chan struct{}
 	fireSlots chan struct{}
 	targets   *slot.Targets
 	lanes     *slot.Lanes // route delivery control, shared by the node's slots
@@ -99,7 +102,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, log: cfg.Logger, slots: slot.NewRegistry(), wired: make(chan struct{}),
+		cfg: cfg, log: cfg.Logger, slots: slot.NewRegistry(), wired: make(chan struct{}), clustered: make(chan struct{}),
 		fatal: make(chan error, 1), serveDone: make(chan struct{}), stop: make(chan struct{}),
 		dclock: dclock, liveKick: make(chan struct{}, 1),
 	}
@@ -245,6 +248,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := n.cluster.Start(); err != nil {
 		return nil, err
 	}
+	close(n.clustered)
 	n.goServe(func() {
 		defer close(n.serveDone)
 		if err := n.api.Serve(n.httpLn); err != nil {
@@ -283,10 +287,12 @@ func (n *Node) goServe(f func()) {
 }
 
 // runController runs the cluster controller while this node leads the meta
-// group; leadership can come before the node is fully wired.
+// group; leadership can come before the node is fully wired and its
+// cluster started (a sole meta voter campaigns as it opens: the
+// controller read the gossip handle while cluster.Start wrote it).
 func (n *Node) runController(ctx context.Context) {
 	select {
-	case <-n.wired:
+	case <-n.clustered:
 	case <-ctx.Done():
 		return
 	}
