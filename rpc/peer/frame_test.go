@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 func encodeBatch(batch []frame) []byte {
@@ -190,6 +193,14 @@ func TestFrameWriterDirectAndQueued(t *testing.T) {
 	// hand-off to the goroutine (which writes frames queued together in
 	// one write, so this count alone does not tell).
 	go func() { _, _ = fr.read() }()
+	// The reader has every frame, but the writer goroutine may not have
+	// marked itself idle yet after its last write: wait for that, or the
+	// ping is (rightly) queued behind it.
+	testutil.Eventually(t, 5*time.Second, "the writer idle", testutil.True(func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !w.busy && len(w.queue) == 0
+	}))
 	before := conn.writes.Load()
 	if err := w.send(frame{id: 1, kind: kindPing}); err != nil {
 		t.Fatal(err)
