@@ -449,7 +449,7 @@ type Transport struct {
 	// open, so a peer that refuses it is an older binary; refused holds
 	// those peers → when (carry.go, refusedGroup).
 	alwaysOpen bool
-	refused    map[raft.ServerAddress]time.Time
+	refused    map[string]time.Time
 	nBehind    atomic.Int32
 	onResume   atomic.Pointer[func()]
 }

@@ -99,9 +99,16 @@ const oldPeerRetry = time.Minute
 func (c *Coalescer) isOld(addr string) bool {
 	c.oldMu.Lock()
 	defer c.oldMu.Unlock()
-	at, ok := c.old[addr]
+	return notedLately(c.old, addr)
+}
+
+// notedLately reports whether m notes key less than oldPeerRetry ago; an
+// older note is dropped (the peer may have been upgraded since). The
+// caller holds m's lock.
+func notedLately(m map[string]time.Time, key string) bool {
+	at, ok := m[key]
 	if ok && time.Since(at) > oldPeerRetry {
-		delete(c.old, addr)
+		delete(m, key)
 		return false
 	}
 	return ok
@@ -356,12 +363,7 @@ func (t *Transport) stockOnly(target raft.ServerAddress) bool {
 	}
 	t.bmu.Lock()
 	defer t.bmu.Unlock()
-	at, ok := t.refused[target]
-	if ok && time.Since(at) > oldPeerRetry {
-		delete(t.refused, target)
-		return false
-	}
-	return ok
+	return notedLately(t.refused, string(target))
 }
 
 // refusedGroup reports whether err is target refusing this group as not
@@ -383,10 +385,10 @@ func (t *Transport) refusedGroup(target raft.ServerAddress, err error) bool {
 	}
 	t.bmu.Lock()
 	if t.refused == nil {
-		t.refused = map[raft.ServerAddress]time.Time{}
+		t.refused = map[string]time.Time{}
 	}
-	_, seen := t.refused[target]
-	t.refused[target] = time.Now()
+	_, seen := t.refused[string(target)]
+	t.refused[string(target)] = time.Now()
 	t.bmu.Unlock()
 	if !seen {
 		t.c.log.Info("peer refused a group every node has open (an older binary): using the stock transport for it", "peer", target, "group", t.group)
