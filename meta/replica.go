@@ -131,8 +131,8 @@ const MetaCommitTimeout = time.Second
 // cluster's CPU (docs/scaling.md, sixth pass); coalesced, they wait up to
 // a tenth of the slots' lease for the next batch, which a 500 ms lease
 // would not tolerate. Failover does not wait for these timeouts: the
-// liveness check finds a dead meta leader and the follower with the
-// longest log campaigns at once (Campaign, node hurryorder.go), as a
+// liveness check finds a dead meta leader and the follower with the most
+// up-to-date log campaigns at once (Campaign, node hurryorder.go), as a
 // slot's does.
 const (
 	MetaHeartbeatTimeout = 5 * time.Second

@@ -222,3 +222,47 @@ func TestSoleVoterElectsAtOnce(t *testing.T) {
 	openTrioAt(t, slowTiming, dirs, addrs, false)
 	t.Logf("reopened sole voter led after %v", time.Since(start))
 }
+
+// The meta group's first voter may never bootstrap (it found its peers'
+// state a moment after they formed the group, and waits to be added):
+// nobody then campaigns at once, and raft alone elects after the 5-10 s
+// heartbeat timeout. With BootstrapFallback the next voter campaigns once
+// that long has passed without a leader.
+func TestBootstrapFallbackElectsWithoutTheFirstVoter(t *testing.T) {
+	dirs, addrs := replicaPlaces(t, 3)
+	var gs []*Group
+	var servers []raft.Server
+	for i := range dirs {
+		ln, err := net.Listen("tcp", addrs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "n" + string(rune('1'+i))
+		g, err := Open(Config{Name: "meta", NodeID: id, Dir: dirs[i], Stream: tcpStream{ln}, FSM: nopFSM{},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: slowTiming, BootstrapFallback: 300 * time.Millisecond,
+			WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		gs = append(gs, g)
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addrs[i])})
+	}
+	start := time.Now()
+	for _, g := range gs[1:] { // n1, listed first, does not bootstrap
+		if err := g.Bootstrap(servers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Within 4 s: raft alone would elect after 5-10 s (slowTiming).
+	testutil.Eventually(t, 4*time.Second, "a leader followed by all", testutil.True(func() bool {
+		l, _ := gs[0].Leader()
+		for _, g := range gs[1:] {
+			if id, _ := g.Leader(); id != l {
+				return false
+			}
+		}
+		return l != ""
+	}))
+	t.Logf("elected after %v", time.Since(start).Round(time.Millisecond))
+}
