@@ -79,7 +79,7 @@ func (p logPos) cmp(o logPos) int {
 }
 
 // peerView is what a peer answered about one group: its replica's last
-// log index and whether it finds the group's leader dead too.
+// log entry and whether it finds the group's leader dead too.
 type peerView struct {
 	last    logPos
 	dead    bool
