@@ -93,6 +93,25 @@ func openTrio(t *testing.T, timing Timing) []*Group {
 // timeout, for a leader all three follow.
 func openTrioAt(t *testing.T, timing Timing, dirs, addrs []string, bootstrap bool) []*Group {
 	t.Helper()
+	gs, servers := openReplicas(t, Config{Name: "slot-0", Timing: timing}, dirs, addrs)
+	if bootstrap {
+		for _, g := range gs {
+			if err := g.Bootstrap(servers); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The first election: a TimeoutNow after a bootstrap, the hurried
+	// one after a restart (raft on its own: 5-10 s).
+	awaitOneLeader(t, gs, 3*time.Second)
+	return gs
+}
+
+// openReplicas opens one replica per dir, n1, n2, … on addrs, configured
+// as base (name, timing, options) with transports that can inject, and
+// returns them with the configuration that lists them.
+func openReplicas(t *testing.T, base Config, dirs, addrs []string) ([]*Group, []raft.Server) {
+	t.Helper()
 	var gs []*Group
 	var servers []raft.Server
 	for i := range dirs {
@@ -101,9 +120,11 @@ func openTrioAt(t *testing.T, timing Timing, dirs, addrs []string, bootstrap boo
 			t.Fatal(err)
 		}
 		id := "n" + string(rune('1'+i))
-		g, err := Open(Config{Name: "slot-0", NodeID: id, Dir: dirs[i], Stream: tcpStream{ln}, FSM: nopFSM{},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: timing,
-			WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }})
+		cfg := base
+		cfg.NodeID, cfg.Dir, cfg.Stream, cfg.FSM = id, dirs[i], tcpStream{ln}, nopFSM{}
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.WrapTransport = func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }
+		g, err := Open(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,16 +135,13 @@ func openTrioAt(t *testing.T, timing Timing, dirs, addrs []string, bootstrap boo
 		gs = append(gs, g)
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addrs[i])})
 	}
-	if bootstrap {
-		for _, g := range gs {
-			if err := g.Bootstrap(servers); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// The first election: a TimeoutNow after a bootstrap, the hurried
-	// one after a restart (raft on its own: 5-10 s).
-	testutil.Eventually(t, 3*time.Second, "a leader followed by all", testutil.True(func() bool {
+	return gs, servers
+}
+
+// awaitOneLeader waits up to timeout for a leader every replica follows.
+func awaitOneLeader(t *testing.T, gs []*Group, timeout time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, timeout, "a leader followed by all", testutil.True(func() bool {
 		l, _ := gs[0].Leader()
 		for _, g := range gs[1:] {
 			if id, _ := g.Leader(); id != l {
@@ -132,7 +150,6 @@ func openTrioAt(t *testing.T, timing Timing, dirs, addrs []string, bootstrap boo
 		}
 		return l != ""
 	}))
-	return gs
 }
 
 var slowTiming = Timing{HeartbeatTimeout: 5 * time.Second, ElectionTimeout: 5 * time.Second, LeaderLeaseTimeout: 2500 * time.Millisecond}
@@ -230,24 +247,7 @@ func TestSoleVoterElectsAtOnce(t *testing.T) {
 // that long has passed without a leader.
 func TestBootstrapFallbackElectsWithoutTheFirstVoter(t *testing.T) {
 	dirs, addrs := replicaPlaces(t, 3)
-	var gs []*Group
-	var servers []raft.Server
-	for i := range dirs {
-		ln, err := net.Listen("tcp", addrs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := "n" + string(rune('1'+i))
-		g, err := Open(Config{Name: "meta", NodeID: id, Dir: dirs[i], Stream: tcpStream{ln}, FSM: nopFSM{},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: slowTiming, BootstrapFallback: 300 * time.Millisecond,
-			WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { g.Close() })
-		gs = append(gs, g)
-		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addrs[i])})
-	}
+	gs, servers := openReplicas(t, Config{Name: "meta", Timing: slowTiming, BootstrapFallback: 300 * time.Millisecond}, dirs, addrs)
 	start := time.Now()
 	for _, g := range gs[1:] { // n1, listed first, does not bootstrap
 		if err := g.Bootstrap(servers); err != nil {
@@ -255,14 +255,6 @@ func TestBootstrapFallbackElectsWithoutTheFirstVoter(t *testing.T) {
 		}
 	}
 	// Within 4 s: raft alone would elect after 5-10 s (slowTiming).
-	testutil.Eventually(t, 4*time.Second, "a leader followed by all", testutil.True(func() bool {
-		l, _ := gs[0].Leader()
-		for _, g := range gs[1:] {
-			if id, _ := g.Leader(); id != l {
-				return false
-			}
-		}
-		return l != ""
-	}))
+	awaitOneLeader(t, gs, 4*time.Second)
 	t.Logf("elected after %v", time.Since(start).Round(time.Millisecond))
 }

@@ -28,7 +28,10 @@
 // there: each retry would dial a connection per group, and an election
 // storm's memory was mostly those). Only a peer that does not know the
 // method (an older binary) gets heartbeats the stock way, for a minute
-// before it is asked again. The coalescing delay (Options.Flush: the node
+// before it is asked again — and, for the meta group alone
+// (WrapAlwaysOpen), a peer that answers that the group is not open there:
+// every running node has it open, so that peer predates the meta group's
+// move onto the node connection. The coalescing delay (Options.Flush: the node
 // sets a tenth of the slots' raft lease, 250 ms against their 2.5 s lease
 // and 5 s heartbeat timeout) is small against those, but not against a
 // read: a GET confirms its leader with a heartbeat round
