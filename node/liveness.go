@@ -59,13 +59,41 @@ func livenessTiming(t raftgroup.Timing) (interval, lease, deadAfter time.Duratio
 // of 256 slots still sent ~9 batches a second to each peer). A heartbeat
 // then reaches its follower up to 1.25 s after the one before, well
 // inside the lease; nothing else waits on it (a read's heartbeat round
-// goes at once, Transport.Urgent; failover does not wait for heartbeats).
+// goes at once, Transport.Confirm; failover does not wait for heartbeats).
 func beatFlush(t raftgroup.Timing) time.Duration {
 	lease := slot.SlotLeaderLease
 	if t.HeartbeatTimeout != 0 {
 		lease = t.WithDefaults().LeaderLeaseTimeout
 	}
 	return lease / 10
+}
+
+// beatHold is how old a follower's heartbeat answer may be to answer the
+// next heartbeat of its group (rpc/beat Options.HoldAnswers): half the
+// slots' heartbeat timeout, 2.5 s with the production 5 s. A round is the
+// park (beatPark, up to a quarter of the timeout with the tick) plus
+// raft's own wait (a tenth to a fifth), 1-1.75 s, so in a steady state
+// every heartbeat is answered from the one before; a leader cut off from
+// its followers steps down up to that much later (rpc/beat held.go says
+// why nothing is fenced by that).
+func beatHold(t raftgroup.Timing) time.Duration {
+	hb := slot.SlotHeartbeatTimeout
+	if t.HeartbeatTimeout != 0 {
+		hb = t.WithDefaults().HeartbeatTimeout
+	}
+	return hb / 2
+}
+
+// beatPark is how long a heartbeat answered from a held answer stays in
+// raft's call at least (rpc/beat Options.Park), until the next shared
+// tick: a tenth of the heartbeat timeout, 500 ms. raft's check-quorum
+// sees an answer every 1-1.75 s against its 2.5 s lease.
+func beatPark(t raftgroup.Timing) time.Duration {
+	hb := slot.SlotHeartbeatTimeout
+	if t.HeartbeatTimeout != 0 {
+		hb = t.WithDefaults().HeartbeatTimeout
+	}
+	return hb / 10
 }
 
 // livePeers is what the liveness check pings: every member of the node

@@ -149,7 +149,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
 	n.rpcSrv.SetClock(cfg.Clock)
 	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log, OnConnLost: n.connLost})
-	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log, Flush: beatFlush(cfg.Timing)})
+	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log, Flush: beatFlush(cfg.Timing), HoldAnswers: beatHold(cfg.Timing), Park: beatPark(cfg.Timing)})
 	n.beats.Serve(n.rpcSrv)
 	interval, lease, deadAfter := livenessTiming(cfg.Timing)
 	n.live = liveness.New(liveness.Config{

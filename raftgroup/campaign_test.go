@@ -108,7 +108,8 @@ func openTrioAt(t *testing.T, timing Timing, dirs, addrs []string, bootstrap boo
 }
 
 // openReplicas opens one replica per dir, n1, n2, … on addrs, configured
-// as base (name, timing, options) with transports that can inject, and
+// as base (name, timing, options) with transports that can inject (unless
+// base names its own WrapTransport), and
 // returns them with the configuration that lists them.
 func openReplicas(t *testing.T, base Config, dirs, addrs []string) ([]*Group, []raft.Server) {
 	t.Helper()
@@ -123,7 +124,9 @@ func openReplicas(t *testing.T, base Config, dirs, addrs []string) ([]*Group, []
 		cfg := base
 		cfg.NodeID, cfg.Dir, cfg.Stream, cfg.FSM = id, dirs[i], tcpStream{ln}, nopFSM{}
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		cfg.WrapTransport = func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }
+		if cfg.WrapTransport == nil {
+			cfg.WrapTransport = func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }
+		}
 		g, err := Open(cfg)
 		if err != nil {
 			t.Fatal(err)

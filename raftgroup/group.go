@@ -145,6 +145,8 @@ type Group struct {
 
 	nudge nudger // Nudge (nudge.go)
 
+	confirms confirmRounds // VerifyLeader's rounds (confirm.go)
+
 	// readTerm is the term in which this replica, leading, last finished
 	// its barrier (0: none yet): from then on, in that term, its state
 	// includes every entry any leader committed before (ReadReady).
@@ -797,12 +799,19 @@ func (g *Group) ReadReady() bool {
 }
 
 // VerifyLeader confirms with a majority of the voters, in one heartbeat
-// round (concurrent calls share it), that this replica still leads: a
-// leader deposed by a transfer or an election it has not heard of yet
-// learns of the newer term from the answers and fails here. It fails with
-// ErrNotLeader; a leader cut off from the majority fails once raft's
-// check-quorum steps it down (LeaderLeaseTimeout).
+// round (concurrent calls share one that starts after they arrive), that
+// this replica still leads: a leader deposed by a transfer or an election
+// it has not heard of yet learns of the newer term from the answers and
+// fails here. It fails with ErrNotLeader, also when too few voters answer.
+//
+// Over a transport whose heartbeats may be answered from held answers
+// (rpc/beat), raft's own VerifyLeader could count one of those, so the
+// round is this package's (confirm.go), with heartbeats each follower's
+// group answers itself.
 func (g *Group) VerifyLeader() error {
+	if c, ok := g.trans.(confirmer); ok {
+		return g.confirms.do(func() error { return g.confirm(c) })
+	}
 	// The round's heartbeats go out at once rather than wait for a
 	// transport's coalescing (rpc/beat).
 	if u, ok := g.trans.(urgentTransport); ok {
@@ -908,6 +917,11 @@ func (g *Group) Close() error {
 		g.wg.Wait()
 		if g.obs != nil {
 			g.raft.DeregisterObserver(g.obs)
+		}
+		// raft's Shutdown waits for its heartbeat goroutines: hand back
+		// those a coalescing transport holds (rpc/beat Options.Park).
+		if u, ok := g.trans.(urgentTransport); ok {
+			u.Urgent(time.Second)
 		}
 		if e := g.raft.Shutdown().Error(); e != nil {
 			err = fmt.Errorf("%s: raft shutdown: %w", g.cfg.Name, e)

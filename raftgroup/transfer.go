@@ -133,7 +133,7 @@ func (g *Group) settleFailedTransfer(gen uint64, after func(resume bool)) {
 		after(false)
 		return
 	}
-	resume := g.transfers.Load() == gen && g.IsLeader() && g.raft.VerifyLeader().Error() == nil && g.IsLeader()
+	resume := g.transfers.Load() == gen && g.IsLeader() && g.VerifyLeader() == nil && g.IsLeader()
 	after(resume && g.transfers.Load() == gen)
 }
 

@@ -171,6 +171,16 @@ func (g *voteGate) Inject(rpc raft.RPC) error {
 	return inj.Inject(rpc)
 }
 
+// Confirm passes through to a transport that can confirm (confirm.go).
+// Without one, VerifyLeader cannot tell this gate from such a transport,
+// so a gate over a plain transport sends an ordinary heartbeat.
+func (g *voteGate) Confirm(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if c, ok := g.Transport.(confirmer); ok {
+		return c.Confirm(id, target, args, resp)
+	}
+	return g.Transport.AppendEntries(id, target, args, resp)
+}
+
 // Urgent passes through to a coalescing transport.
 func (g *voteGate) Urgent(d time.Duration) {
 	if u, ok := g.Transport.(urgentTransport); ok {

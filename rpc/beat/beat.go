@@ -42,7 +42,19 @@ type Options struct {
 	// RaftTimeout bounds one raft RPC carried on the node's connection
 	// (carry.go; default 10 s, the stock transport's deadline).
 	RaftTimeout time.Duration
-	Logger      *slog.Logger
+	// HoldAnswers, when positive, lets a group's heartbeat be answered at
+	// once with the answer its follower gave the previous one, if that
+	// heartbeat left less than HoldAnswers ago; the heartbeat itself still
+	// goes out in the next batch, in the background (held.go). Zero: every
+	// heartbeat waits for its own answer.
+	HoldAnswers time.Duration
+	// Park, when positive (with HoldAnswers), keeps a heartbeat answered
+	// from a held answer inside the call for at least Park, until the next
+	// multiple of Flush: raft's heartbeat goroutine then wakes on those
+	// shared ticks, many at once, and its own (random) timer runs less
+	// often (held.go).
+	Park   time.Duration
+	Logger *slog.Logger
 }
 
 const (
@@ -75,6 +87,11 @@ type Coalescer struct {
 	old   map[string]time.Time // peers that did not know MethodRaft → when seen
 
 	batches, answered, fellBack, carried atomic.Uint64
+
+	// parked: the tick → the channel closed at that tick, for heartbeats
+	// parked until it (held.go).
+	parkMu sync.Mutex
+	parked map[int64]chan struct{}
 }
 
 // Stats counts what the Coalescer did since it started.
@@ -97,7 +114,19 @@ type queue struct {
 
 type pending struct {
 	item item
-	done chan answer // buffered 1; one answer, always
+	done chan answer // buffered 1; one answer, always (nil when then is set)
+	// then, if set, takes the answer instead of done, on the goroutine
+	// that has it (a heartbeat sent in the background: held.go).
+	then func(answer)
+}
+
+// deliver hands p its answer.
+func (p *pending) deliver(a answer) {
+	if p.then != nil {
+		p.then(a)
+		return
+	}
+	p.done <- a
 }
 
 type handler struct {
@@ -157,7 +186,7 @@ func (c *Coalescer) Close() error {
 			c.inflight.Done() // its flush will not run
 		}
 		for _, p := range q.waiting {
-			p.done <- answer{err: ErrClosed.Error()}
+			p.deliver(answer{err: ErrClosed.Error()})
 		}
 	}
 	c.inflight.Wait()
@@ -186,14 +215,45 @@ func (c *Coalescer) Heartbeat(target raft.ServerAddress, group uint16, req *raft
 // heartbeat is Heartbeat; urgent sends the batch now instead of after the
 // flush delay (a leader confirming its leadership for a read waits on it).
 func (c *Coalescer) heartbeat(target raft.ServerAddress, group uint16, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, urgent bool) error {
-	p := &pending{item: item{group: group, req: raft.AppendEntriesRequest{
+	p := &pending{item: heartbeatItem(group, req), done: make(chan answer, 1)}
+	if err := c.enqueue(string(target), p, urgent); err != nil {
+		return err
+	}
+	a := <-p.done
+	if err := a.error(group, string(target)); err != nil {
+		return err
+	}
+	*resp = a.resp
+	c.answered.Add(1)
+	return nil
+}
+
+// heartbeatThen sends req to group on target within the next batch, and
+// hands the answer (or the failure) to then, on the goroutine that has it.
+func (c *Coalescer) heartbeatThen(target raft.ServerAddress, group uint16, req *raft.AppendEntriesRequest, then func(raft.AppendEntriesResponse, error)) error {
+	addr := string(target)
+	p := &pending{item: heartbeatItem(group, req), then: func(a answer) {
+		err := a.error(group, addr)
+		if err == nil {
+			c.answered.Add(1)
+		}
+		then(a.resp, err)
+	}}
+	return c.enqueue(addr, p, false)
+}
+
+func heartbeatItem(group uint16, req *raft.AppendEntriesRequest) item {
+	return item{group: group, req: raft.AppendEntriesRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion, ID: req.ID, Addr: req.Addr},
 		Term:      req.Term, Leader: req.Leader,
-	}}, done: make(chan answer, 1)}
-	addr := string(target)
+	}}
+}
+
+// enqueue adds p to addr's next batch and arms its flush.
+func (c *Coalescer) enqueue(addr string, p *pending, urgent bool) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		return ErrClosed
 	}
 	q := c.queues[addr]
@@ -215,12 +275,13 @@ func (c *Coalescer) heartbeat(target raft.ServerAddress, group uint16, req *raft
 		// count in inflight) at once.
 		q.timer = time.AfterFunc(0, func() { c.flush(addr) })
 	}
-	c.mu.Unlock()
-	a := <-p.done
+	return nil
+}
+
+// error is a's failure as the heartbeat's error, nil if it was answered.
+func (a *answer) error(group uint16, addr string) error {
 	switch {
 	case a.err == "":
-		*resp = a.resp
-		c.answered.Add(1)
 		return nil
 	case a.remote:
 		return fmt.Errorf("beat: heartbeat of group %d to %s: %w: %s", group, addr, ErrRefused, a.err)
@@ -275,14 +336,14 @@ func (c *Coalescer) flush(addr string) {
 		}
 		msg := err.Error()
 		for _, p := range batch {
-			p.done <- answer{err: msg, old: old}
+			p.deliver(answer{err: msg, old: old})
 		}
 		return
 	}
 	for i, p := range batch {
 		a := as[i]
 		a.remote = a.err != ""
-		p.done <- a
+		p.deliver(a)
 	}
 }
 
@@ -452,6 +513,12 @@ type Transport struct {
 	refused    map[string]time.Time
 	nBehind    atomic.Int32
 	onResume   atomic.Pointer[func()]
+	// held: the followers' last heartbeat answers (held.go).
+	held holdTable
+	// woken is closed (and replaced) by Urgent: parked heartbeats go back
+	// to raft at once.
+	wokenMu sync.Mutex
+	woken   chan struct{}
 }
 
 // OnResume sets what runs (on a goroutine of its own) when a follower an
@@ -495,12 +562,31 @@ func (t *Transport) heartbeatAnswered(target raft.ServerAddress) {
 	}
 }
 
-// Urgent makes this group's heartbeats for the next d go out at once,
-// not after the coalescing delay: a read confirms its leader with a
-// heartbeat round (raft VerifyLeader), and waiting 20 ms for company made
-// every GET on an idle cluster take ~17 ms.
+// Urgent makes this group's heartbeats for the next d go out at once, not
+// after the coalescing delay, each waiting for its own answer (none is
+// answered from a held one, none parks), and hands the parked ones back to
+// raft now (held.go): for raft's own VerifyLeader, whose answers count
+// (waiting 20 ms for company made every GET on an idle cluster take
+// ~17 ms when reads used it), and before raft's Shutdown, which waits for
+// its heartbeat goroutines. Confirm is urgent by itself.
 func (t *Transport) Urgent(d time.Duration) {
 	t.urgentUntil.Store(time.Now().Add(d).UnixNano())
+	t.wokenMu.Lock()
+	if t.woken != nil {
+		close(t.woken)
+		t.woken = nil
+	}
+	t.wokenMu.Unlock()
+}
+
+// wake returns the channel Urgent closes next.
+func (t *Transport) wake() <-chan struct{} {
+	t.wokenMu.Lock()
+	defer t.wokenMu.Unlock()
+	if t.woken == nil {
+		t.woken = make(chan struct{})
+	}
+	return t.woken
 }
 
 func (t *Transport) urgent() bool { return time.Now().UnixNano() < t.urgentUntil.Load() }

@@ -278,33 +278,36 @@ func (t *Transport) Consumer() <-chan raft.RPC {
 // (beat.go), other appends carried on the node's connection.
 func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if IsHeartbeat(args) {
-		// Only a peer that does not know the method (an older binary)
-		// gets heartbeats the stock way. A batch that failed otherwise
-		// (the peer unreachable, dropped on a liveness verdict, slow) is
-		// not retried there: the stock connection goes to the same port,
-		// and each retry would dial a connection per group — two 256 KiB
-		// buffers on each side, the memory of an election storm.
-		if !t.stockOnly(target) {
-			err := t.c.heartbeat(target, t.group, args, resp, t.urgent())
-			if err == nil {
-				t.heartbeatAnswered(target)
-			}
-			if !errors.Is(err, errOldPeer) && !t.refusedGroup(target, err) {
-				return err
-			}
-		}
-		t.c.fellBack.Add(1)
-		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
-		if err == nil {
-			t.heartbeatAnswered(target)
-		}
-		return err
+		return t.sendHeartbeat(id, target, args, resp, false)
 	}
 	err := t.carry(target, kindAppend, args, resp)
 	if errors.Is(err, errOldPeer) {
 		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
 	}
 	t.appended(target, err)
+	return err
+}
+
+// sendHeartbeat sends a heartbeat through the Coalescer (held.go), or the
+// stock way to a peer that cannot take it there.
+func (t *Transport) sendHeartbeat(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, confirm bool) error {
+	// Only a peer that does not know the method (an older binary) gets
+	// heartbeats the stock way. A batch that failed otherwise (the peer
+	// unreachable, dropped on a liveness verdict, slow) is not retried
+	// there: the stock connection goes to the same port, and each retry
+	// would dial a connection per group — two 256 KiB buffers on each
+	// side, the memory of an election storm.
+	if !t.stockOnly(target) {
+		err := t.heartbeat(target, args, resp, confirm)
+		if !errors.Is(err, errOldPeer) && !t.refusedGroup(target, err) {
+			return err
+		}
+	}
+	t.c.fellBack.Add(1)
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if err == nil {
+		t.heartbeatAnswered(target)
+	}
 	return err
 }
 

@@ -44,6 +44,20 @@
 // entry and no commit index: raft's heartbeat(), the same test
 // NetworkTransport's fast path applies).
 //
+// # Held answers and parked heartbeats (held.go)
+//
+// With Options.HoldAnswers set (the node: half the slots' heartbeat
+// timeout), a group's heartbeat to a follower that answered its previous
+// one recently, at the same term, is answered with that answer at once and
+// sent in the background; with Options.Park (a tenth of the timeout) the
+// call then stays with the transport until a tick shared by every group
+// on the node. raft's heartbeat goroutine wakes once per heartbeat instead
+// of twice, on shared ticks, and its own random timer fires about half as
+// often; the follower still hears every heartbeat raft sends. A held
+// answer never confirms a leadership: Confirm sends at once and returns
+// the follower's own answer (raftgroup's VerifyLeader counts only those),
+// and a group marked Urgent neither holds nor parks.
+//
 // # Other raft RPCs: carried on the node connection
 //
 // Votes, pre-votes, timeout-now and AppendEntries sent outside a pipeline

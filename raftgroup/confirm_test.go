@@ -1,0 +1,177 @@
+package raftgroup
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
+)
+
+// A caller only ever shares a round that starts after it arrived: one
+// arriving while a round runs gets the next round's answer, not the
+// running one's.
+func TestConfirmRoundsShareOnlyALaterRound(t *testing.T) {
+	var c confirmRounds
+	var runs atomic.Int32
+	release := make(chan struct{})
+	run := func() error {
+		n := runs.Add(1)
+		<-release
+		return fmt.Errorf("round %d", n)
+	}
+	first := make(chan error, 1)
+	go func() { first <- c.do(run) }()
+	testutil.Eventually(t, 5*time.Second, "the first round under way", testutil.True(func() bool { return runs.Load() == 1 }))
+	later := make(chan error, 2)
+	for range 2 {
+		go func() { later <- c.do(run) }()
+	}
+	testutil.Eventually(t, 5*time.Second, "the later callers waiting", testutil.True(func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.next != nil
+	}))
+	// Both may not have joined yet; either way neither gets round 1.
+	close(release)
+	if err := <-first; err == nil || err.Error() != "round 1" {
+		t.Fatalf("first caller: %v, want round 1", err)
+	}
+	for range 2 {
+		if err := <-later; err == nil || err.Error() == "round 1" {
+			t.Fatalf("a later caller got %v: the round that was under way when it arrived", err)
+		}
+	}
+	if n := runs.Load(); n < 2 || n > 3 {
+		t.Fatalf("%d rounds for three callers, two of them arriving during the first", n)
+	}
+	// Nothing running now: the next caller starts a round of its own.
+	if err := c.do(func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deafTransport is an injectTransport that can stop hearing anything (its
+// replica answers no RPC: each fails), and that confirms leaderships
+// (raftgroup's VerifyLeader then runs its own rounds) counting them.
+type deafTransport struct {
+	*injectTransport
+	out      chan raft.RPC
+	deaf     atomic.Bool
+	confirms atomic.Int32
+}
+
+func newDeafTransport(nt *raft.NetworkTransport) *deafTransport {
+	t := &deafTransport{injectTransport: newInjectTransport(nt), out: make(chan raft.RPC)}
+	go func() {
+		for {
+			select {
+			case rpc := <-t.injectTransport.Consumer():
+				if t.deaf.Load() {
+					rpc.Respond(nil, errors.New("deaf"))
+					continue
+				}
+				select {
+				case t.out <- rpc:
+				case <-t.stop:
+					return
+				}
+			case <-t.stop:
+				return
+			}
+		}
+	}()
+	return t
+}
+
+func (t *deafTransport) Consumer() <-chan raft.RPC { return t.out }
+
+func (t *deafTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	t.injectTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		if t.deaf.Load() {
+			rpc.Respond(nil, errors.New("deaf"))
+			return
+		}
+		cb(rpc)
+	})
+}
+
+func (t *deafTransport) Confirm(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	t.confirms.Add(1)
+	return t.AppendEntries(id, target, args, resp)
+}
+
+// VerifyLeader's own round (over a transport that confirms): the leader
+// is confirmed; a leader deposed by an election it did not hear of fails
+// it and steps down; a leader whose followers are gone fails it at once.
+func TestVerifyLeaderByConfirmation(t *testing.T) {
+	dirs, addrs := replicaPlaces(t, 3)
+	trans := map[string]*deafTransport{}
+	base := Config{Name: "slot-0", Timing: slowTiming}
+	var next atomic.Int32
+	base.WrapTransport = func(nt *raft.NetworkTransport) raft.Transport {
+		tr := newDeafTransport(nt)
+		trans["n"+string(rune('1'+next.Add(1)-1))] = tr
+		return tr
+	}
+	gs, servers := openReplicas(t, base, dirs, addrs)
+	for _, g := range gs {
+		if err := g.Bootstrap(servers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitOneLeader(t, gs, 3*time.Second)
+	var leader *Group
+	var followers []*Group
+	for _, g := range gs {
+		if g.IsLeader() {
+			leader = g
+		} else {
+			followers = append(followers, g)
+		}
+	}
+	lt := trans[leader.cfg.NodeID]
+	if err := leader.VerifyLeader(); err != nil {
+		t.Fatalf("the leader's VerifyLeader: %v", err)
+	}
+	if n := lt.confirms.Load(); n < 1 {
+		t.Fatal("VerifyLeader sent no confirmation: raft's own round ran")
+	}
+	if followers[0].VerifyLeader() == nil {
+		t.Fatal("a follower's VerifyLeader succeeded")
+	}
+	testutil.Eventually(t, 5*time.Second, "both followers hold the leader's log", testutil.True(func() bool {
+		last := leader.LastIndex()
+		return followers[0].LastIndex() == last && followers[1].LastIndex() == last
+	}))
+
+	// The leader hears nothing more; a follower campaigns past it and wins
+	// with the other's vote. The old leader does not know: raft's own
+	// heartbeats ignore the newer term in their answers.
+	lt.deaf.Store(true)
+	if !followers[0].Campaign(leader.cfg.NodeID) {
+		t.Fatal("Campaign did not start an election")
+	}
+	testutil.Eventually(t, 3*time.Second, "the campaigning follower leads", testutil.True(followers[0].IsLeader))
+	if err := leader.VerifyLeader(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("the deposed leader's VerifyLeader: %v, want ErrNotLeader", err)
+	}
+	testutil.Eventually(t, 3*time.Second, "the deposed leader steps down", testutil.True(func() bool { return !leader.IsLeader() }))
+	if err := followers[0].VerifyLeader(); err != nil {
+		t.Fatalf("the new leader's VerifyLeader: %v", err)
+	}
+
+	// The new leader's followers go away: it cannot confirm, and says so
+	// without waiting for raft's check-quorum.
+	followers[1].Close()
+	leader.Close()
+	start := time.Now()
+	if err := followers[0].VerifyLeader(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("VerifyLeader with no follower left: %v, want ErrNotLeader", err)
+	}
+	t.Logf("failed after %v", time.Since(start).Round(time.Millisecond))
+}
