@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ type injectTransport struct {
 	stop chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
+	// deaf: the replica hears nothing more through the consumer (each RPC
+	// fails); confirm_test.go's deafTransport stops its heartbeats too.
+	deaf atomic.Bool
 }
 
 func newInjectTransport(nt *raft.NetworkTransport) *injectTransport {
@@ -33,6 +37,10 @@ func newInjectTransport(nt *raft.NetworkTransport) *injectTransport {
 		for {
 			select {
 			case rpc := <-nt.Consumer():
+				if t.deaf.Load() {
+					rpc.Respond(nil, errors.New("deaf"))
+					continue
+				}
 				select {
 				case t.ch <- rpc:
 				case <-t.stop:

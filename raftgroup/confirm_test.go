@@ -56,39 +56,17 @@ func TestConfirmRoundsShareOnlyALaterRound(t *testing.T) {
 }
 
 // deafTransport is an injectTransport that can stop hearing anything (its
-// replica answers no RPC: each fails), and that confirms leaderships
-// (raftgroup's VerifyLeader then runs its own rounds) counting them.
+// replica answers no RPC, heartbeats included: each fails), and that
+// confirms leaderships (raftgroup's VerifyLeader then runs its own rounds)
+// counting them.
 type deafTransport struct {
 	*injectTransport
-	out      chan raft.RPC
-	deaf     atomic.Bool
 	confirms atomic.Int32
 }
 
 func newDeafTransport(nt *raft.NetworkTransport) *deafTransport {
-	t := &deafTransport{injectTransport: newInjectTransport(nt), out: make(chan raft.RPC)}
-	go func() {
-		for {
-			select {
-			case rpc := <-t.injectTransport.Consumer():
-				if t.deaf.Load() {
-					rpc.Respond(nil, errors.New("deaf"))
-					continue
-				}
-				select {
-				case t.out <- rpc:
-				case <-t.stop:
-					return
-				}
-			case <-t.stop:
-				return
-			}
-		}
-	}()
-	return t
+	return &deafTransport{injectTransport: newInjectTransport(nt)}
 }
-
-func (t *deafTransport) Consumer() <-chan raft.RPC { return t.out }
 
 func (t *deafTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	t.injectTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
