@@ -149,6 +149,18 @@ func openReplicas(t *testing.T, base Config, dirs, addrs []string) ([]*Group, []
 	return gs, servers
 }
 
+// splitLeader returns the replica of gs that leads and the others.
+func splitLeader(gs []*Group) (leader *Group, followers []*Group) {
+	for _, g := range gs {
+		if g.IsLeader() {
+			leader = g
+		} else {
+			followers = append(followers, g)
+		}
+	}
+	return leader, followers
+}
+
 // awaitOneLeader waits up to timeout for a leader every replica follows.
 func awaitOneLeader(t *testing.T, gs []*Group, timeout time.Duration) {
 	t.Helper()
@@ -171,15 +183,7 @@ var slowTiming = Timing{HeartbeatTimeout: 5 * time.Second, ElectionTimeout: 5 * 
 // dead leader (it has not noticed anything: its timeout is far off).
 func TestCampaignElectsAtOnce(t *testing.T) {
 	gs := openTrio(t, slowTiming)
-	var leader *Group
-	var followers []*Group
-	for _, g := range gs {
-		if g.IsLeader() {
-			leader = g
-		} else {
-			followers = append(followers, g)
-		}
-	}
+	leader, followers := splitLeader(gs)
 	// The campaigner's log must be as up to date as the other follower's,
 	// or that one refuses its vote (raft's rule; the node picks the most
 	// up-to-date follower, hurryorder.go): on a loaded machine the

@@ -103,15 +103,7 @@ func TestVerifyLeaderByConfirmation(t *testing.T) {
 		}
 	}
 	awaitOneLeader(t, gs, 3*time.Second)
-	var leader *Group
-	var followers []*Group
-	for _, g := range gs {
-		if g.IsLeader() {
-			leader = g
-		} else {
-			followers = append(followers, g)
-		}
-	}
+	leader, followers := splitLeader(gs)
 	lt := trans[leader.cfg.NodeID]
 	if err := leader.VerifyLeader(); err != nil {
 		t.Fatalf("the leader's VerifyLeader: %v", err)
