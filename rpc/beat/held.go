@@ -53,6 +53,9 @@ type held struct {
 	sent    time.Time // when that heartbeat was queued (older than the answer)
 	ok      bool      // resp may answer a heartbeat of term
 	sending bool      // a background heartbeat awaits its answer
+	// failed is when the newest failed heartbeat was queued: an answer to
+	// one queued before it is not held (the follower may be gone since).
+	failed time.Time
 }
 
 // holdTable is a Transport's held answers, per follower address.
@@ -80,7 +83,8 @@ func (h *holdTable) take(target raft.ServerAddress, term uint64, maxAge time.Dur
 }
 
 // record keeps the outcome of a heartbeat of term queued at sent: an answer
-// is held (unless a newer one is), a failure drops what is held.
+// is held (unless a newer one is, or a heartbeat queued later failed), a
+// failure drops what is held.
 func (h *holdTable) record(target raft.ServerAddress, term uint64, sent time.Time, resp *raft.AppendEntriesResponse, err error, background bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -100,10 +104,13 @@ func (h *holdTable) record(target raft.ServerAddress, term uint64, sent time.Tim
 	}
 	if err != nil {
 		e.ok = false
+		if sent.After(e.failed) {
+			e.failed = sent
+		}
 		return
 	}
-	if e.ok && e.term == term && e.sent.After(sent) {
-		return // a newer answer is held already
+	if e.ok && e.term == term && e.sent.After(sent) || e.failed.After(sent) {
+		return // a newer answer is held already, or a newer heartbeat failed
 	}
 	e.resp, e.term, e.sent, e.ok = *resp, term, sent, true
 }

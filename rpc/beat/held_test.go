@@ -232,3 +232,37 @@ func TestParkedHeartbeatGoesBackOnUrgent(t *testing.T) {
 		t.Fatal("the parked heartbeat did not come back")
 	}
 }
+
+// Answers and failures may come back out of order (a background batch
+// that hangs until its timeout, a waiting heartbeat answered meanwhile):
+// an answer never replaces a newer one, and an answer to a heartbeat
+// queued before one that failed is not held.
+func TestHeldAnswersKeepTheNewestOutcome(t *testing.T) {
+	var h holdTable
+	t0 := time.Now()
+	ok := func(last uint64) *raft.AppendEntriesResponse {
+		return &raft.AppendEntriesResponse{Term: 3, LastLog: last, Success: true}
+	}
+	held := func() (uint64, bool) {
+		var r raft.AppendEntriesResponse
+		answered, _ := h.take("b:1", 3, time.Hour, &r)
+		h.mu.Lock()
+		h.m["b:1"].sending = false
+		h.mu.Unlock()
+		return r.LastLog, answered
+	}
+	h.record("b:1", 3, t0.Add(2*time.Second), ok(2), nil, false)
+	h.record("b:1", 3, t0.Add(time.Second), ok(1), nil, true) // older, answered later
+	if last, answered := held(); !answered || last != 2 {
+		t.Fatalf("held %d (%t), want the newer answer 2", last, answered)
+	}
+	h.record("b:1", 3, t0.Add(4*time.Second), nil, peer.ErrUnreachable, false)
+	h.record("b:1", 3, t0.Add(3*time.Second), ok(3), nil, true) // queued before the failure
+	if last, answered := held(); answered {
+		t.Fatalf("held %d after a later heartbeat failed", last)
+	}
+	h.record("b:1", 3, t0.Add(5*time.Second), ok(5), nil, false)
+	if last, answered := held(); !answered || last != 5 {
+		t.Fatalf("held %d (%t), want 5: queued after the failure", last, answered)
+	}
+}
