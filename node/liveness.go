@@ -56,9 +56,10 @@ func livenessTiming(t raftgroup.Timing) (interval, lease, deadAfter time.Duratio
 // 50 ms with a 500 ms lease, 250 ms with the slots' production 2.5 s
 // (heartbeats every 0.5-1 s: at 20 ms a batch carried ~1.4 of them, so
 // nearly every heartbeat was its own call and wake-up; at 100 ms a node
-// of 256 slots still sent ~9 batches a second to each peer). A heartbeat
-// then reaches its follower up to 1.25 s after the one before, well
-// inside the lease; nothing else waits on it (a read's heartbeat round
+// of 256 slots still sent ~9 batches a second to each peer). With the
+// parked heartbeats (beatPark) raft's rounds are 1-1.75 s apart, so a
+// heartbeat reaches its follower up to ~2 s after the one before, well
+// inside the follower's 5 s timeout; nothing else waits on it (a read's heartbeat round
 // goes at once, Transport.Confirm; failover does not wait for heartbeats).
 func beatFlush(t raftgroup.Timing) time.Duration {
 	lease := slot.SlotLeaderLease

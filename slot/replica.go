@@ -301,7 +301,9 @@ const SlotCommitTimeout = 15 * time.Second
 // follower every HeartbeatTimeout/10 to HeartbeatTimeout/5 to send a
 // heartbeat, idle or not: with the library's 1 s that was ~4,600
 // heartbeats a second at 1,024 slots and the floor of the idle cost
-// (docs/scaling.md). With 5 s they go every 0.5–1 s. Failover does not
+// (docs/scaling.md). With 5 s they go every 0.5–1 s, and every 1–1.75 s
+// over the node's coalescing transport, which holds raft's call until a
+// shared tick (rpc/beat held.go). Failover does not
 // wait for these timeouts: the liveness check finds a dead leader within
 // ~0.7 s and the follower with the longest log campaigns at once through
 // a TimeoutNow (raftgroup Campaign, node hurryorder.go). The lease (raft's

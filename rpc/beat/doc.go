@@ -7,9 +7,10 @@
 // # Why
 //
 // hashicorp/raft's leader sends each follower of each group a heartbeat
-// every HeartbeatTimeout/10 (100-200 ms here) as its own RPC: with 1,024
-// slots on 3 nodes that is ~14,000 RPCs a second, each a msgpack encode, a
-// write, a read and a goroutine wake-up on both sides, for nothing but
+// every HeartbeatTimeout/10 to /5 (100-200 ms with the library's 1 s) as
+// its own RPC: with 1,024 slots on 3 nodes that is ~14,000 RPCs a second,
+// each a msgpack encode, a write, a read and a goroutine wake-up on both
+// sides, for nothing but
 // "still here". Coalesced, the same heartbeats are ~200 calls a second
 // (one per peer direction per flush), the rest being a function call per
 // group on the receiver.

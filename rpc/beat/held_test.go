@@ -23,9 +23,10 @@ func countingFollower(c *Coalescer, group uint16, hits *atomic.Uint64) {
 	}
 }
 
-// holdPair is a leader coalescer (flushed by hand) with a group-1
-// transport, and a follower coalescer whose group 1 counts heartbeats.
-func holdPair(t *testing.T, hold time.Duration) (*loop, *Coalescer, *Transport, *atomic.Uint64) {
+// holdPair is a leader coalescer (o, flushed by hand: Flush is an hour)
+// with a group-1 transport, and a follower coalescer whose group 1 counts
+// heartbeats.
+func holdPair(t *testing.T, o Options) (*loop, *Coalescer, *Transport, *atomic.Uint64) {
 	t.Helper()
 	nt, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
 	if err != nil {
@@ -33,7 +34,8 @@ func holdPair(t *testing.T, hold time.Duration) (*loop, *Coalescer, *Transport, 
 	}
 	t.Cleanup(func() { _ = nt.Close() })
 	l := newLoop()
-	a := New(l, Options{Flush: time.Hour, HoldAnswers: hold})
+	o.Flush = time.Hour
+	a := New(l, o)
 	b := New(l, Options{})
 	l.add("b:1", b)
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
@@ -54,17 +56,35 @@ func send(t *testing.T, a *Coalescer, tr *Transport, term uint64, waits bool) (r
 	if waits {
 		flushWhenQueued(t, a, "b:1", 1)
 	}
+	err := returned(t, done, "the heartbeat")
+	return r, err
+}
+
+// awaitHeld waits until what tr holds for b:1 satisfies cond.
+func awaitHeld(t *testing.T, tr *Transport, what string, cond func(*held) bool) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, what, testutil.True(func() bool {
+		tr.held.mu.Lock()
+		defer tr.held.mu.Unlock()
+		e := tr.held.m["b:1"]
+		return e != nil && cond(e)
+	}))
+}
+
+// returned waits for a call's result on done.
+func returned(t *testing.T, done <-chan error, what string) error {
+	t.Helper()
 	select {
 	case err := <-done:
-		return r, err
+		return err
 	case <-time.After(10 * time.Second):
-		t.Fatal("the heartbeat was not answered")
-		return r, nil
+		t.Fatalf("%s did not come back", what)
+		return nil
 	}
 }
 
 func TestHeldAnswerAnswersTheNextHeartbeat(t *testing.T) {
-	_, a, tr, hits := holdPair(t, time.Hour)
+	_, a, tr, hits := holdPair(t, Options{HoldAnswers: time.Hour})
 
 	// The first heartbeat has nothing held: it waits for its own answer.
 	r, err := send(t, a, tr, 3, true)
@@ -106,7 +126,7 @@ func TestHeldAnswerAnswersTheNextHeartbeat(t *testing.T) {
 }
 
 func TestConfirmAndUrgentNeverTakeAHeldAnswer(t *testing.T) {
-	_, a, tr, hits := holdPair(t, time.Hour)
+	_, a, tr, hits := holdPair(t, Options{HoldAnswers: time.Hour})
 	if _, err := send(t, a, tr, 3, true); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +144,7 @@ func TestConfirmAndUrgentNeverTakeAHeldAnswer(t *testing.T) {
 }
 
 func TestHeldAnswerExpiresAndFailureDropsIt(t *testing.T) {
-	l, a, tr, hits := holdPair(t, time.Hour)
+	l, a, tr, hits := holdPair(t, Options{HoldAnswers: time.Hour})
 	if _, err := send(t, a, tr, 3, true); err != nil {
 		t.Fatal(err)
 	}
@@ -146,12 +166,7 @@ func TestHeldAnswerExpiresAndFailureDropsIt(t *testing.T) {
 		t.Fatalf("heartbeat answered from the held answer: %v, answer %d", err, r.LastLog)
 	}
 	flushWhenQueued(t, a, "b:1", 1)
-	testutil.Eventually(t, 10*time.Second, "the failed batch drops the held answer", testutil.True(func() bool {
-		tr.held.mu.Lock()
-		defer tr.held.mu.Unlock()
-		e := tr.held.m["b:1"]
-		return !e.ok && !e.sending
-	}))
+	awaitHeld(t, tr, "the failed batch drops the held answer", func(e *held) bool { return !e.ok && !e.sending })
 	if _, err := send(t, a, tr, 3, true); err == nil {
 		t.Fatal("a heartbeat to an unreachable follower succeeded after its held answer was dropped")
 	}
@@ -163,21 +178,7 @@ func TestHeldAnswerExpiresAndFailureDropsIt(t *testing.T) {
 // A heartbeat answered from a held answer stays in the call (Park) until
 // the shared tick; Urgent hands it back at once, with what is held then.
 func TestParkedHeartbeatGoesBackOnUrgent(t *testing.T) {
-	nt, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nt.Close()
-	l := newLoop()
-	a := New(l, Options{Flush: time.Hour, HoldAnswers: time.Hour, Park: time.Hour})
-	b := New(l, Options{})
-	l.add("b:1", b)
-	defer a.Close()
-	defer b.Close()
-	var hits atomic.Uint64
-	countingFollower(b, 1, &hits)
-	tr := a.Wrap(1, nt)
-	defer tr.Close()
+	l, a, tr, _ := holdPair(t, Options{HoldAnswers: time.Hour, Park: time.Hour})
 	if r, err := send(t, a, tr, 3, true); err != nil || r.LastLog != 1 {
 		t.Fatalf("first heartbeat: %v, %d", err, r.LastLog)
 	}
@@ -187,24 +188,15 @@ func TestParkedHeartbeatGoesBackOnUrgent(t *testing.T) {
 	go func() { done <- tr.AppendEntries("b", "b:1", heartbeat(3), &r) }()
 	// Its background heartbeat goes and is answered; the call stays parked.
 	flushWhenQueued(t, a, "b:1", 1)
-	testutil.Eventually(t, 10*time.Second, "the background heartbeat answered", testutil.True(func() bool {
-		tr.held.mu.Lock()
-		defer tr.held.mu.Unlock()
-		return !tr.held.m["b:1"].sending
-	}))
+	awaitHeld(t, tr, "the background heartbeat answered", func(e *held) bool { return !e.sending })
 	select {
 	case err := <-done:
 		t.Fatalf("the parked heartbeat returned before its tick: %v", err)
 	default:
 	}
 	tr.Urgent(time.Millisecond)
-	select {
-	case err := <-done:
-		if err != nil || r.LastLog != 2 {
-			t.Fatalf("parked heartbeat: %v, answer %d, want the answer held when it left (2)", err, r.LastLog)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Urgent did not hand the parked heartbeat back")
+	if err := returned(t, done, "the parked heartbeat, after Urgent,"); err != nil || r.LastLog != 2 {
+		t.Fatalf("parked heartbeat: %v, answer %d, want the answer held when it left (2)", err, r.LastLog)
 	}
 
 	// Parked while its background heartbeat fails: it goes back for its
@@ -215,21 +207,12 @@ func TestParkedHeartbeatGoesBackOnUrgent(t *testing.T) {
 	l.mu.Unlock()
 	go func() { done <- tr.AppendEntries("b", "b:1", heartbeat(3), &r) }()
 	flushWhenQueued(t, a, "b:1", 1)
-	testutil.Eventually(t, 10*time.Second, "the failed batch drops the held answer", testutil.True(func() bool {
-		tr.held.mu.Lock()
-		defer tr.held.mu.Unlock()
-		return !tr.held.m["b:1"].ok
-	}))
+	awaitHeld(t, tr, "the failed batch drops the held answer", func(e *held) bool { return !e.ok })
 	tr.Urgent(time.Millisecond)
 	testutil.Eventually(t, 5*time.Second, "urgency over", testutil.True(func() bool { return !tr.urgent() }))
 	flushWhenQueued(t, a, "b:1", 1)
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("a parked heartbeat whose follower went away succeeded")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the parked heartbeat did not come back")
+	if err := returned(t, done, "the parked heartbeat"); err == nil {
+		t.Fatal("a parked heartbeat whose follower went away succeeded")
 	}
 }
 
