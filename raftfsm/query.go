@@ -26,6 +26,11 @@ func GetJob(r storage.Reader, slot int, coll, id string) (*model.Job, bool, erro
 // GetJobs reads several jobs of a slot with one iterator, which costs a
 // fraction of a Get per job. jobs[i] is nil when refs[i] does not exist.
 func GetJobs(r storage.Reader, slot int, refs []storage.DueEntry) ([]*model.Job, error) {
+	return getJobs(r, slot, refs, nil)
+}
+
+// getJobs is GetJobs; seen, when set, is also handed each record read.
+func getJobs(r storage.Reader, slot int, refs []storage.DueEntry, seen func(key, val []byte, j *model.Job)) ([]*model.Job, error) {
 	out := make([]*model.Job, len(refs))
 	if len(refs) == 0 {
 		return out, nil
@@ -50,6 +55,9 @@ func GetJobs(r storage.Reader, slot int, refs []storage.DueEntry) ([]*model.Job,
 		if err := DecodeRecord(it.Value(), j); err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("slot %d job %s/%s: %w", slot, e.Coll, e.ID, err)
+		}
+		if seen != nil {
+			seen(it.Key(), it.Value(), j)
 		}
 		out[i] = j
 	}

@@ -79,6 +79,10 @@ type SlotFSM struct {
 	// would say, so replicas stay identical whatever its value.
 	tombMax atomic.Int64
 
+	// fired hands the leader's reads of the records it fires to the
+	// apply of their outcomes (fired.go).
+	fired firedCache
+
 	restoring bool
 }
 
@@ -211,10 +215,15 @@ type applyState struct {
 	// exists reads records for the whole batch: one iterator with
 	// bloom-filtered prefix seeks is several times cheaper than a Get per
 	// job (creates look up ids that are almost always new; acks look up the
-	// job they finish). It sees the state when it was opened, so records
-	// written or deleted since are tracked in touched and read with a Get.
+	// job they finish). Records the batch wrote are tracked in touched and
+	// read through the batch with a Get.
 	exists  *storage.Iter
 	touched map[string]struct{}
+
+	// firedOn: the fired-record cache was on when the batch started, in
+	// epoch firedEpoch (fired.go).
+	firedOn    bool
+	firedEpoch uint64
 
 	// schedNotes is set when a schedule due entry was written, the
 	// earliest at schedMin: the leader's schedule loop looks again.
@@ -236,6 +245,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		return res
 	}
 	s := &applyState{f: f, b: f.db.NewIndexedBatch(), offset: f.offset.Load(), pending: f.pending.Load(), offsetCurrent: f.offsetCurrent.Load()}
+	s.firedEpoch, s.firedOn = f.fired.epochNow()
 	defer s.b.Close()
 	defer s.closeExists()
 	applied := f.applied.Load()
@@ -297,6 +307,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return res
 	}
+	f.fired.committed(s.firedEpoch, s.touched)
 	f.offsetCurrent.Store(s.offsetCurrent)
 	f.applied.Store(last)
 	f.offset.Store(s.offset)
@@ -387,6 +398,11 @@ func (s *applyState) getJob(coll, id string) (*model.Job, bool, error) {
 	if _, ok := s.touched[string(key)]; ok {
 		return GetJob(s.b, s.f.slot, coll, id)
 	}
+	if s.firedOn {
+		if j, ok, err := s.firedRecord(key, coll, id); ok || err != nil {
+			return j, ok, err
+		}
+	}
 	if s.exists == nil {
 		lo, hi := storage.RecordSpan(s.f.slot)
 		it, err := s.b.NewIter(lo, hi)
@@ -394,7 +410,6 @@ func (s *applyState) getJob(coll, id string) (*model.Job, bool, error) {
 			return nil, false, err
 		}
 		s.exists = it
-		s.touched = make(map[string]struct{})
 	}
 	if !s.exists.SeekPrefixGE(key) || !bytes.Equal(s.exists.Key(), key) {
 		return nil, false, nil
@@ -425,10 +440,13 @@ func newJob(coll, id string, spec *model.JobSpec, now int64) *model.Job {
 	}
 }
 
+// touch notes a record key the batch wrote: later reads of it go through
+// the batch, and the fired-record cache forgets it at commit.
 func (s *applyState) touch(key []byte) {
-	if s.touched != nil {
-		s.touched[string(key)] = struct{}{}
+	if s.touched == nil {
+		s.touched = make(map[string]struct{})
 	}
+	s.touched[string(key)] = struct{}{}
 }
 
 func (s *applyState) closeExists() {

@@ -203,6 +203,10 @@ func (f *SlotFSM) restore(r io.Reader) error {
 	// Until the restored tombstones are known, every create looks its
 	// tombstone up.
 	f.tombMax.Store(math.MaxInt64)
+	// The restore writes records outside ApplyBatch: no record read now
+	// is cached, and none read before survives it.
+	f.fired.setRestoring(true)
+	defer f.fired.setRestoring(false)
 
 	// Mark, then clear: in one synced batch the range deletion and the
 	// marker land together.

@@ -461,6 +461,10 @@ func (r *Replica) lead(ctx context.Context) {
 	}
 	r.pauseMu.Unlock()
 	defer r.active.Store(nil)
+	// The records the scheduler reads to fire are handed to the apply of
+	// their outcomes for this term (raftfsm/fired.go).
+	r.fsm.CacheFired(true)
+	defer r.fsm.CacheFired(false)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -964,7 +968,7 @@ func (r *Replica) dueIter(lower, upper []byte) (dueIter, error) {
 }
 
 func (r *Replica) readJobs(refs []storage.DueEntry) ([]*model.Job, error) {
-	return raftfsm.GetJobs(r.db, r.slot, refs)
+	return r.fsm.ReadJobsToFire(refs)
 }
 
 func (r *Replica) loadedUpTo(ms int64) { r.proposedOffset.Store(ms) }
