@@ -151,16 +151,39 @@ func uniq(prefix string) string {
 // ---------------------------------------------------------------------------
 // Ports
 
-// freePort returns a loopback address that was free a moment ago. The
-// small window before the server binds it is accepted.
+// givenPorts are the addresses freePort handed out in this process: the
+// kernel may offer a port again as soon as its probe closes, and one
+// server got the same port for --http-addr and --bind-addr (and could not
+// start) that way.
+var (
+	givenMu    sync.Mutex
+	givenPorts = map[string]bool{}
+)
+
+// freePort returns a loopback address that was free a moment ago and that
+// it never returned before. The small window before the server binds it
+// is accepted.
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	var held []net.Listener // kept open so the kernel offers another port
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		held = append(held, ln)
+		if addr := ln.Addr().String(); !givenPorts[addr] {
+			givenPorts[addr] = true
+			return addr, nil
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr, nil
+	return "", errors.New("no loopback port this process has not handed out already")
 }
 
 // ---------------------------------------------------------------------------

@@ -797,12 +797,17 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 	if res.Slot != 5 || res.From != s.Leader || res.To != to || res.PreferredLeader != to || res.Leader != to {
 		t.Fatalf("transfer answer %+v (leader was %s)", res, s.Leader)
 	}
-	if v, _ := metricSum(t, tc.node(to), "timemachine_raft_leader_changes_total", map[string]string{"group": "5"}); v < 1 {
-		t.Errorf("timemachine_raft_leader_changes_total{group=5} on %s = %v after a transfer to it", to, v)
-	}
-	if _, ok := metricSum(t, tc.node(to), "timemachine_raft_elections_total", map[string]string{"group": "5"}); !ok {
-		t.Errorf("no timemachine_raft_elections_total{group=5} on %s, which won slot 5's election", to)
-	}
+	// The counters follow raft's observations on a goroutine of their
+	// own: they may lag the transfer's answer by a moment.
+	testutil.Eventually(t, 3*time.Second, "the new leader's counters", func() error {
+		if v, _ := metricSum(t, tc.node(to), "timemachine_raft_leader_changes_total", map[string]string{"group": "5"}); v < 1 {
+			return fmt.Errorf("timemachine_raft_leader_changes_total{group=5} on %s = %v after a transfer to it", to, v)
+		}
+		if _, ok := metricSum(t, tc.node(to), "timemachine_raft_elections_total", map[string]string{"group": "5"}); !ok {
+			return fmt.Errorf("no timemachine_raft_elections_total{group=5} on %s, which won slot 5's election", to)
+		}
+		return nil
+	})
 	testutil.Eventually(t, 3*time.Second, "every node's view shows the new leader", func() error {
 		if l := tc.info("").Slots[5].Leader; l != to {
 			return fmt.Errorf("led by %q", l)
