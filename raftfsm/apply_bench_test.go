@@ -20,17 +20,8 @@ import (
 func BenchmarkApplySingleCreates(b *testing.B) {
 	for _, mode := range []string{"tomb-lookup", "bounded"} {
 		b.Run(mode, func(b *testing.B) {
-			db, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: 64 << 20})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
-			f, err := OpenSlotFSM(db, 1, quiet, func(err error) { b.Errorf("fatal: %v", err) })
-			if err != nil {
-				b.Fatal(err)
-			}
+			_, f, entry := benchSlot(b, 64<<20)
 			const per = 3
-			var idx uint64
 			apply := func(k int) {
 				cmds := make([]Command, 0, per)
 				for i := 0; i < per; i++ {
@@ -38,8 +29,7 @@ func BenchmarkApplySingleCreates(b *testing.B) {
 					cmds = append(cmds, &Create{Coll: "c", ID: "bench-" + strconv.Itoa(n),
 						Spec: spec(int64(1e12+n), uint64(n)), Now: int64(1e12 + n)})
 				}
-				idx++
-				f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: Encode(cmds...)}})
+				entry(cmds...)
 			}
 			// 60k jobs already there, as in the middle of a benchmark run.
 			for k := 0; k < 20000; k++ {
@@ -64,25 +54,12 @@ func BenchmarkApplySingleCreates(b *testing.B) {
 // flushes and compacts as it goes. "cpu-µs/occ" is the process's CPU time
 // (getrusage: Pebble's flushes and compactions included) per occurrence.
 func BenchmarkApplyOccurrences(b *testing.B) {
-	db, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: 64 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	f, err := OpenSlotFSM(db, 1, quiet, func(err error) { b.Errorf("fatal: %v", err) })
-	if err != nil {
-		b.Fatal(err)
-	}
+	db, _, entry := benchSlot(b, 64<<20)
 	const schedules = 2000
-	var idx uint64
 	apply := func(cmds []Command) {
-		idx++
-		out := f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: Encode(cmds...)}})
-		if idx < 6 {
-			for _, r := range out[0].([]model.Result) {
-				if r.Code != model.CodeOK && r.Code != model.CodeCreated {
-					b.Fatalf("entry %d: %v", idx, r.Code)
-				}
+		for _, r := range entry(cmds...) {
+			if r.Code != model.CodeOK && r.Code != model.CodeCreated {
+				b.Fatalf("%v: the benchmark would measure refusals", r.Code)
 			}
 		}
 	}
@@ -141,24 +118,12 @@ func BenchmarkApplyOccurrences(b *testing.B) {
 func BenchmarkFireAndAck(b *testing.B) {
 	for _, mode := range []string{"plain", "fired"} {
 		b.Run(mode, func(b *testing.B) {
-			db, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: 128 << 20})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
-			f, err := OpenSlotFSM(db, 1, quiet, func(err error) { b.Errorf("fatal: %v", err) })
-			if err != nil {
-				b.Fatal(err)
-			}
+			db, f, entry := benchSlot(b, 128<<20)
 			f.CacheFired(mode == "fired")
 			// No hit checks here: they are a second read per job.
 			defer func(v bool) { verifyFired = v }(verifyFired)
 			verifyFired = false
-			var idx uint64
-			apply := func(cmds []Command) {
-				idx++
-				f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: Encode(cmds...)}})
-			}
+			apply := func(cmds []Command) { entry(cmds...) }
 			// ids whose key order is not their trigger order, as hashed bench ids are
 			id := func(n int) string { return "b" + strconv.FormatUint(uint64(n)*0x9E3779B97F4A7C15>>20, 36) }
 			const t0 = int64(1e12)
@@ -183,6 +148,7 @@ func BenchmarkFireAndAck(b *testing.B) {
 					c.Jobs = append(c.Jobs, AckJob{ID: id(i), Version: 1, Success: true, Attempts: 1})
 				}
 				var jobs []*model.Job
+				var err error
 				if mode == "fired" {
 					jobs, err = f.ReadJobsToFire(refs)
 				} else {
@@ -198,5 +164,28 @@ func BenchmarkFireAndAck(b *testing.B) {
 				b.Fatalf("%d of %d acks read from the cache", f.fired.hits.Load(), b.N)
 			}
 		})
+	}
+}
+
+// benchSlot opens slot 1's state machine on a fresh on-disk store and
+// returns an apply that commits cmds as the next raft entry (and returns
+// its results).
+func benchSlot(b *testing.B, cacheBytes int64) (*storage.DB, *SlotFSM, func(cmds ...Command) []model.Result) {
+	b.Helper()
+	db, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: cacheBytes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	f, err := OpenSlotFSM(db, 1, quiet, func(err error) { b.Errorf("fatal: %v", err) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	var idx uint64
+	return db, f, func(cmds ...Command) []model.Result {
+		idx++
+		out := f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: Encode(cmds...)}})
+		r, _ := out[0].([]model.Result)
+		return r
 	}
 }
