@@ -623,6 +623,7 @@ func (t *Tracker) DeadPeers() []string {
 	now := t.mono()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.noteQuietLocked(now) // as Dead does: the same verdicts between rounds
 	var out []string
 	for id, p := range t.peers {
 		if t.deadLocked(p, now) {

@@ -264,6 +264,9 @@ func TestEveryPeerSilentIsNoVerdict(t *testing.T) {
 		if tr.Dead("n2") || tr.Dead("n3") {
 			t.Fatalf("%v after every peer fell silent: n2 dead %v, n3 dead %v", time.Since(silent), tr.Dead("n2"), tr.Dead("n3"))
 		}
+		if d := tr.DeadPeers(); len(d) != 0 {
+			t.Fatalf("%v after every peer fell silent: DeadPeers %v", time.Since(silent), d)
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if c := changes.Load(); c != before {

@@ -185,7 +185,10 @@ func benchSlot(b *testing.B, cacheBytes int64) (*storage.DB, *SlotFSM, func(cmds
 	return db, f, func(cmds ...Command) []model.Result {
 		idx++
 		out := f.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: Encode(cmds...)}})
-		r, _ := out[0].([]model.Result)
+		r, ok := out[0].([]model.Result)
+		if !ok {
+			b.Fatalf("entry %d: %v", idx, out[0])
+		}
 		return r
 	}
 }
