@@ -7,6 +7,9 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 STATICCHECK_VERSION ?= v0.6.1
+# go test, with a summary of why at the end of its output when it fails
+# (the hung tests of a timeout): CI shows only the tail.
+GOTEST    := GO=$(GO) ./scripts/gotest.sh
 
 export TIMEMACHINE_BIN := $(CURDIR)/$(BIN)
 
@@ -44,10 +47,10 @@ LOADTESTS := UnderLoad$$
 test: build lint-deploy
 	$(GO) vet $(PKGS)
 	cd tools/vsasynq && $(GO) vet ./... && $(GO) test -count=1 ./...
-	$(GO) test -race -count=1 -timeout 12m -skip '$(LOADTESTS)' $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
-	$(GO) test -count=1 -timeout 12m -run '$(LOADTESTS)' ./node/
-	TIMEMACHINE_UI=auto $(GO) test -count=1 -timeout 12m ./e2e/...
-	$(GO) test -count=1 -timeout 10m ./internal/nemesis/runner/
+	$(GOTEST) -race -count=1 -timeout 12m -skip '$(LOADTESTS)' $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
+	$(GOTEST) -count=1 -timeout 12m -run '$(LOADTESTS)' ./node/
+	TIMEMACHINE_UI=auto $(GOTEST) -count=1 -timeout 12m ./e2e/...
+	$(GOTEST) -count=1 -timeout 10m ./internal/nemesis/runner/
 
 # The short nemesis alone (~85 s, 13 cycles of faults on real processes in
 # network namespaces, every history checker; docs/reliability.md). Part of

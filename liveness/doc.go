@@ -12,9 +12,7 @@
 //   - failover: a peer that answers nothing for DeadAfter, or refuses the
 //     connection, is dead (Dead, OnChange), and the node makes the
 //     followers of the raft groups it led elect a new leader at once
-//     rather than after raft's conservative timeout. Silence counts from
-//     the end of this node's own stalls, and from the last moment every
-//     peer was silent at once: then this node is the likelier cause;
+//     rather than after raft's conservative timeout;
 //   - clocks: each ping carries the sender's wall time and each answer the
 //     peer's, so every round trip measures the peer's offset (NTP's
 //     formula: offset = t2 - (t1+t3)/2, uncertainty = rtt/2; the sample

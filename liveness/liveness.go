@@ -98,16 +98,6 @@ type Tracker struct {
 	// (deadLocked), because pings this node did not send, or whose answers
 	// it did not read, are no evidence against the peer.
 	stallEnd time.Duration
-	// quietEnd is the latest judgement at which no peer at all had
-	// answered within DeadAfter (and none had refused). A peer still
-	// judged alive then is judged from there: when every peer falls
-	// silent at the same moment, this node is the likelier cause
-	// (starved of CPU, paused, cut off), and verdicts against all of
-	// them could not help it anyway — alone it has no majority to elect
-	// with. It only keeps this node from dropping its connections and
-	// from telling peers that ask (hurry orders) that a leader is dead.
-	quietEnd time.Duration
-	quiet    bool // the latest judgement found every peer silent
 }
 
 // stallAfter: a gap between two rounds this long means this node itself
@@ -390,7 +380,6 @@ func (t *Tracker) judge() {
 	now := t.mono()
 	changed := false
 	t.mu.Lock()
-	t.noteQuietLocked(now)
 	for id, p := range t.peers {
 		dead := t.deadLocked(p, now)
 		if dead != p.dead {
@@ -428,44 +417,15 @@ func (t *Tracker) deadLocked(p *peerState, now time.Duration) bool {
 	// this node's own stall made peers "dead", and each verdict hurried
 	// elections that starved it more (docs/scaling.md).
 	last := max(p.lastOK, p.firstSeen, t.stallEnd)
-	if !p.dead {
-		last = max(last, t.quietEnd)
-	}
 	return now-last > t.cfg.DeadAfter
-}
-
-// noteQuietLocked moves quietEnd to now when no peer answered within
-// DeadAfter and none refused: see quietEnd. Three nodes and a load
-// generator on two cores showed why (docs/benchmarks.md, issue 11 c): a
-// node whose rounds ran on time but whose connection readers were
-// starved found both peers silent for 765 ms at once, dropped both
-// connections, and the slots' leaderships moved for nothing.
-func (t *Tracker) noteQuietLocked(now time.Duration) {
-	if len(t.peers) == 0 {
-		return
-	}
-	for _, p := range t.peers {
-		if p.fastFail || now-max(p.lastOK, p.firstSeen, t.stallEnd) <= t.cfg.DeadAfter {
-			t.quiet = false
-			return
-		}
-	}
-	if !t.quiet {
-		t.log.Info("no peer answered liveness pings lately: this node is more likely starved, paused or cut off than all of them dead; peers not yet judged dead are not, until one answers",
-			"silent_for", t.cfg.DeadAfter)
-	}
-	t.quiet = true
-	t.quietEnd = now
 }
 
 // Dead reports whether peer id is considered dead (unknown peers are not).
 func (t *Tracker) Dead(id string) bool {
-	now := t.mono()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.noteQuietLocked(now)
 	p := t.peers[id]
-	return p != nil && t.deadLocked(p, now)
+	return p != nil && t.deadLocked(p, t.mono())
 }
 
 // LeaseHeld reports whether a majority of voters (this node counts
@@ -623,7 +583,6 @@ func (t *Tracker) DeadPeers() []string {
 	now := t.mono()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.noteQuietLocked(now) // as Dead does: the same verdicts between rounds
 	var out []string
 	for id, p := range t.peers {
 		if t.deadLocked(p, now) {

@@ -244,53 +244,6 @@ func TestOwnStallIsNotThePeersSilence(t *testing.T) {
 	}
 }
 
-// When every peer falls silent at the same moment, this node is the
-// likelier cause (starved, paused, cut off): no peer is judged dead, and
-// nothing changes, for as long as none answers. Once one answers, the
-// silent others get DeadAfter from then before they are dead. The lease
-// does not wait for verdicts: it lapses as before.
-func TestEveryPeerSilentIsNoVerdict(t *testing.T) {
-	net := newNet()
-	var changes atomic.Int32
-	tr := start(t, net, time.Now, &changes)
-	voters := []string{"n1", "n2", "n3"}
-	testutil.Eventually(t, 5*time.Second, "the lease", testutil.True(func() bool { return tr.LeaseHeld(voters) }))
-	before := changes.Load()
-	net.set("a2", func(p *fakePeer) { p.paused = true })
-	net.set("a3", func(p *fakePeer) { p.paused = true })
-	testutil.Eventually(t, 5*time.Second, "the lease to lapse", testutil.True(func() bool { return !tr.LeaseHeld(voters) }))
-	silent := time.Now()
-	for time.Since(silent) < 3*testDeadAfter {
-		if tr.Dead("n2") || tr.Dead("n3") {
-			t.Fatalf("%v after every peer fell silent: n2 dead %v, n3 dead %v", time.Since(silent), tr.Dead("n2"), tr.Dead("n3"))
-		}
-		if d := tr.DeadPeers(); len(d) != 0 {
-			t.Fatalf("%v after every peer fell silent: DeadPeers %v", time.Since(silent), d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if c := changes.Load(); c != before {
-		t.Fatalf("OnChange called %d times while every peer was silent", c-before)
-	}
-	// n3 answers again: n2, still silent, is judged after DeadAfter more.
-	net.set("a3", func(p *fakePeer) { p.paused = false })
-	testutil.Eventually(t, 5*time.Second, "n3 answering", testutil.True(func() bool { return tr.LeaseHeld(voters) }))
-	answered := time.Now()
-	testutil.Eventually(t, 5*time.Second, "n2 dead", testutil.True(func() bool { return tr.Dead("n2") }))
-	if d := time.Since(answered); d > testDeadAfter+300*time.Millisecond {
-		t.Errorf("n2 judged dead %v after n3 answered again (DeadAfter %v)", d, testDeadAfter)
-	}
-	if tr.Dead("n3") {
-		t.Fatal("n3 answers, yet dead")
-	}
-	// A peer judged dead stays dead when the last other one falls silent.
-	net.set("a3", func(p *fakePeer) { p.paused = true })
-	time.Sleep(2 * testDeadAfter)
-	if !tr.Dead("n2") {
-		t.Fatal("n2, dead before every peer fell silent, came back alive")
-	}
-}
-
 // A step of the wall clock is reported once (OnStep), so that what sleeps
 // on the monotonic clock until a wall-clock time looks again; steady time
 // reports nothing.
