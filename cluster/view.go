@@ -12,6 +12,7 @@ import (
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
 // NodeStatus is one node's report of itself and its replicas, as it
@@ -274,8 +275,14 @@ func (c *Cluster) CachedView(ctx context.Context, maxAge time.Duration) View {
 	return c.RefreshView(ctx)
 }
 
+// viewCallTimeout bounds each node's status call in RefreshView, whatever
+// the caller's context: a node that does not answer within it is left out
+// of the view (shown as not reporting), rather than holding up a status
+// page, a controller pass or an admin call that came without a deadline.
+const viewCallTimeout = 3 * time.Second
+
 // RefreshView asks every known node for its status (in parallel, bounded
-// by ctx) and keeps the answers.
+// by ctx and viewCallTimeout) and keeps the answers.
 func (c *Cluster) RefreshView(ctx context.Context) View {
 	st := c.cfg.Meta.State()
 	addrs := map[string]string{}
@@ -289,17 +296,38 @@ func (c *Cluster) RefreshView(ctx context.Context) View {
 			addrs[m.ID] = m.BindAddr
 		}
 	}
-	out := map[string]NodeStatus{c.cfg.NodeID: c.localStatus()}
+	delete(addrs, c.cfg.NodeID)
+	out := askStatuses(ctx, c.cfg.Client, addrs, viewCallTimeout)
+	out[c.cfg.NodeID] = c.localStatus()
+	v := View{At: time.Now(), Nodes: out}
+	c.view.mu.Lock()
+	c.view.at, c.view.nodes = v.At, v.Nodes
+	c.view.mu.Unlock()
+	return v
+}
+
+// statusCaller is what askStatuses needs of the peer client.
+type statusCaller interface {
+	Call(ctx context.Context, addr string, m peer.Method, body []byte) ([]byte, error)
+}
+
+// askStatuses asks each node in addrs (id → internal address) for its
+// status at once, each call bounded by ctx and timeout, and returns the
+// answers it got.
+func askStatuses(ctx context.Context, cl statusCaller, addrs map[string]string, timeout time.Duration) map[string]NodeStatus {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := map[string]NodeStatus{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for id, addr := range addrs {
-		if id == c.cfg.NodeID || addr == "" {
+		if addr == "" {
 			continue
 		}
 		wg.Add(1)
 		go func(id, addr string) {
 			defer wg.Done()
-			body, err := c.cfg.Client.Call(ctx, addr, MethodNodeStatus, nil)
+			body, err := cl.Call(ctx, addr, MethodNodeStatus, nil)
 			if err != nil {
 				return
 			}
@@ -312,11 +340,7 @@ func (c *Cluster) RefreshView(ctx context.Context) View {
 		}(id, addr)
 	}
 	wg.Wait()
-	v := View{At: time.Now(), Nodes: out}
-	c.view.mu.Lock()
-	c.view.at, c.view.nodes = v.At, v.Nodes
-	c.view.mu.Unlock()
-	return v
+	return out
 }
 
 // localStatus reports this node and its replicas.

@@ -1,11 +1,15 @@
 package cluster
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
 func replicaState(state raft.RaftState, term uint64) SlotReplicaState {
@@ -42,5 +46,43 @@ func TestSameSetAndReplicas(t *testing.T) {
 	}
 	if !sameReplicas([]string{"a", "b"}, []string{"a", "b"}) || sameReplicas([]string{"a", "b"}, []string{"b", "a"}) {
 		t.Error("sameReplicas: order matters (the first is the preferred leader)")
+	}
+}
+
+// hangingCaller answers the nodes in ok at once and leaves every other
+// call waiting until its context ends, as a node whose handler is stuck
+// behind a lock, on a connection that stays open, would.
+type hangingCaller struct{ ok map[string]NodeStatus }
+
+func (h hangingCaller) Call(ctx context.Context, addr string, _ peer.Method, _ []byte) ([]byte, error) {
+	if ns, ok := h.ok[addr]; ok {
+		return json.Marshal(ns)
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A node that never answers its status call is left out of the view once
+// the timeout passes, even for a caller without a deadline of its own (an
+// admin call or a test with context.Background once waited forever); the
+// nodes that answered are in it.
+func TestAskStatusesBoundsASilentNode(t *testing.T) {
+	cl := hangingCaller{ok: map[string]NodeStatus{"a1": {ID: "n1"}, "a2": {ID: "n2"}}}
+	addrs := map[string]string{"n1": "a1", "n2": "a2", "n3": "a3", "n4": ""}
+	start := time.Now()
+	got := askStatuses(context.Background(), cl, addrs, 200*time.Millisecond)
+	if d := time.Since(start); d < 200*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("askStatuses returned after %v, want the 200 ms timeout", d)
+	}
+	if len(got) != 2 || got["n1"].ID != "n1" || got["n2"].ID != "n2" {
+		t.Fatalf("got %v, want n1 and n2 only", got)
+	}
+	// The caller's own, shorter deadline still wins.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	askStatuses(ctx, cl, addrs, time.Hour)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("askStatuses ignored its caller's deadline: %v", d)
 	}
 }
