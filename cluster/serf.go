@@ -78,6 +78,12 @@ func (c *Cluster) startSerf() error {
 	if c.cfg.FastGossip {
 		ml = memberlist.DefaultLocalConfig()
 	}
+	// Gossip messages here are small (probes, acks, a few tags); memberlist
+	// LZW-compresses every one by default, which was ~7 % of an idle
+	// 12-slot node's CPU (docs/benchmarks.md, "Idle cost on a quiet host").
+	// Receivers take compressed and plain messages alike, so nodes of
+	// either setting gossip together.
+	ml.EnableCompression = false
 	ml.Name = c.cfg.NodeID
 	ml.BindAddr, ml.BindPort = host, port
 	if port != 0 {
