@@ -416,7 +416,7 @@ func (tc *testCluster) removeNode(id string) (res *model.RemoveResult, err error
 	tc.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		res, err = tc.nodes[0].svc.RemoveNode(context.Background(), id, false)
+		res, err = tc.nodes[0].svc.RemoveNode(opCtx(tc.t), id, false)
 		if !isKind(err, model.KindUnavailable) || time.Now().After(deadline) {
 			return res, err
 		}
@@ -517,7 +517,7 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		}
 		return nil
 	})
-	moves, err := tc.nodes[0].svc.Rebalance(context.Background(), false)
+	moves, err := tc.nodes[0].svc.Rebalance(opCtx(tc.t), false)
 	if err != nil || len(moves) == 0 {
 		t.Fatalf("rebalance: %v %v", moves, err)
 	}
@@ -588,11 +588,11 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 	for _, id := range []string{"n5", "n4"} {
 		// Refused while it holds replicas: conflict, or unavailable when
 		// n1 could not confirm what the node holds.
-		if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
+		if _, err := tc.nodes[0].svc.RemoveNode(opCtx(tc.t), id, false); !isKind(err, model.KindConflict) && !isKind(err, model.KindUnavailable) {
 			t.Fatalf("removing %s while it holds replicas: %v, want conflict", id, err)
 		}
 		start := time.Now()
-		res, err := tc.nodes[0].svc.DrainNode(context.Background(), id)
+		res, err := tc.nodes[0].svc.DrainNode(opCtx(tc.t), id)
 		if err != nil || res.Node != id || res.Status != "draining" {
 			t.Fatalf("drain %s: %+v %v", id, res, err)
 		}
@@ -603,7 +603,7 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		drainCall := time.Since(start)
 		n := tc.node(id)
 		removedEarly := false
-		if res, err := tc.nodes[0].svc.RemoveNode(context.Background(), id, false); err == nil {
+		if res, err := tc.nodes[0].svc.RemoveNode(opCtx(tc.t), id, false); err == nil {
 			if open := n.slots.Len(); open != 0 {
 				t.Fatalf("removing %s while it drains: %+v, accepted while it has %d replicas open (the drain call took %v)", id, res, open, drainCall)
 			}
@@ -642,7 +642,7 @@ func TestOpsScaleOutAndInUnderLoad(t *testing.T) {
 		t.Logf("drain of %s took %v", id, time.Since(start).Round(time.Millisecond))
 		if !removedEarly {
 			// Until it is removed, a drained node is compacted with the others.
-			cres, err := tc.nodes[0].svc.Compact(context.Background())
+			cres, err := tc.nodes[0].svc.Compact(opCtx(tc.t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -758,6 +758,16 @@ func metricSum(t *testing.T, n *Node, name string, want map[string]string) (sum 
 	return sum, found
 }
 
+// opCtx bounds an admin call of a test (remove, drain, compact,
+// rebalance, transfer) at two minutes, well past what any of them takes
+// here: one that waits on a peer that never answers fails the test with
+// the call's error instead of holding the package until its timeout.
+func opCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func isKind(err error, k model.Kind) bool {
 	var me *model.Error
 	return errors.As(err, &me) && me.Kind == k
@@ -790,7 +800,7 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 			break
 		}
 	}
-	res, err := tc.nodes[2].svc.TransferSlot(context.Background(), 5, to)
+	res, err := tc.nodes[2].svc.TransferSlot(opCtx(tc.t), 5, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -826,7 +836,7 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	// A transfer to a node without a replica is refused.
-	if _, err := tc.nodes[0].svc.TransferSlot(context.Background(), 5, "n9"); !isKind(err, model.KindNotFound) {
+	if _, err := tc.nodes[0].svc.TransferSlot(opCtx(tc.t), 5, "n9"); !isKind(err, model.KindNotFound) {
 		t.Fatalf("transfer to an unknown node: %v", err)
 	}
 	// The next rebalance ends the preference; its dry run says so (a
@@ -839,7 +849,7 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 		}
 		return false
 	}
-	plan, err := tc.nodes[1].svc.Rebalance(context.Background(), true)
+	plan, err := tc.nodes[1].svc.Rebalance(opCtx(tc.t), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -849,7 +859,7 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 	if p := tc.nodes[0].meta.State().Slots[5].PreferredLeader; p != to {
 		t.Fatalf("preferred leader %q after a dry run, want %s", p, to)
 	}
-	moves, err := tc.nodes[0].svc.Rebalance(context.Background(), false)
+	moves, err := tc.nodes[0].svc.Rebalance(opCtx(tc.t), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -891,10 +901,10 @@ func TestOpsForceRemoveDeadNodeAndRejoin(t *testing.T) {
 	// allowed as after any crash), so duplicates are judged by raftEvents.
 	ev := &raftEvents{}
 	tc := startCluster(t, 4, ev.tweak(opsTweak))
-	if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), "n4", false); !isKind(err, model.KindConflict) {
+	if _, err := tc.nodes[0].svc.RemoveNode(opCtx(tc.t), "n4", false); !isKind(err, model.KindConflict) {
 		t.Fatalf("remove a node holding replicas: %v", err)
 	}
-	if _, err := tc.nodes[0].svc.RemoveNode(context.Background(), "n4", true); !isKind(err, model.KindConflict) {
+	if _, err := tc.nodes[0].svc.RemoveNode(opCtx(tc.t), "n4", true); !isKind(err, model.KindConflict) {
 		t.Fatalf("force-remove a node that answers: %v", err)
 	}
 	ld := startLoad(t, tc)
@@ -907,7 +917,7 @@ func TestOpsForceRemoveDeadNodeAndRejoin(t *testing.T) {
 		}
 		return nil
 	})
-	res, err := tc.nodes[0].svc.RemoveNode(context.Background(), "n4", true)
+	res, err := tc.nodes[0].svc.RemoveNode(opCtx(tc.t), "n4", true)
 	if err != nil || !res.Forced || len(res.Slots) == 0 {
 		t.Fatalf("force remove: %+v %v", res, err)
 	}
@@ -986,7 +996,7 @@ func TestOpsMetaLeaderChangeMidMove(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := tc.nodes[0].svc.Rebalance(context.Background(), false); err != nil {
+	if _, err := tc.nodes[0].svc.Rebalance(opCtx(tc.t), false); err != nil {
 		t.Fatal(err)
 	}
 	changes, midway := 0, 0
