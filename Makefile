@@ -56,14 +56,14 @@ test: build lint-deploy
 # network namespaces, every history checker; docs/reliability.md). Part of
 # `make test`.
 nemesis-short: build
-	$(GO) test -count=1 -timeout 10m ./internal/nemesis/runner/
+	$(GOTEST) -count=1 -timeout 10m ./internal/nemesis/runner/
 
 test-unit:
-	$(GO) test -race -count=1 -timeout 12m -skip '$(LOADTESTS)' $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
-	$(GO) test -count=1 -timeout 12m -run '$(LOADTESTS)' ./node/
+	$(GOTEST) -race -count=1 -timeout 12m -skip '$(LOADTESTS)' $$($(GO) list ./... | grep -v /e2e | grep -v /internal/nemesis/runner)
+	$(GOTEST) -count=1 -timeout 12m -run '$(LOADTESTS)' ./node/
 
 test-e2e: build
-	$(GO) test -count=1 -timeout 12m -v ./e2e/...
+	$(GOTEST) -count=1 -timeout 12m -v ./e2e/...
 
 # The web console in headless Chromium (Debian's chromium package, which
 # .ci/run installs) against a 3-node cluster: every page, the token
