@@ -11,12 +11,15 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 // TestClusterKillLeaderMidWindow: creates stream through all three nodes
@@ -640,5 +643,92 @@ func TestClusterSigtermRightAfterStartExits(t *testing.T) {
 				try, err, code, s.LogTail(off, 8<<10))
 		}
 		t.Logf("try %d: exited %v after SIGTERM", try, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestClusterNodeRejoinsWithLostData: a node whose data directory is lost
+// (a replaced disk, a pod rescheduled onto an empty volume) restarts under
+// its old --node-id. Every raft replica on it opens with nothing stored,
+// so until each has caught up with its group's leader it must not vote as
+// if it still held what its lost predecessor acknowledged (raftgroup
+// votegate.go: the election of a stale candidate this prevents is
+// TestWipedReplicaDoesNotElectAStaleCandidate). Here: the node rejoins by
+// itself, its replicas say they are learning and then that they caught
+// up, the cluster is healthy again, and with another node killed after,
+// every acknowledged job is still there.
+func TestClusterNodeRejoinsWithLostData(t *testing.T) {
+	c := startCluster(t)
+	coll := c.Nodes[0].newCollection(t, "wipe", nil)
+	rcv := newReceiver(t)
+	far := nowMs() + int64(time.Hour/time.Millisecond)
+	var jobs []map[string]any
+	for i := 0; i < 240; i++ {
+		jobs = append(jobs, rcv.job(fmt.Sprintf("w-%03d", i), far+int64(i)))
+	}
+	for _, r := range c.Nodes[0].createBatch(t, coll, jobs) {
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create: %+v", r)
+		}
+	}
+
+	n2 := c.Nodes[1]
+	if err := n2.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(n2.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	from := n2.LogSize()
+	if err := n2.Restart(); err != nil {
+		t.Fatalf("restart n2 on an empty data directory: %v", err)
+	}
+	c.waitCluster(settleTimeout, "healthy (3 replicas per slot) after n2 came back empty", c.allIdx(), checkHealthy(c.IDs))
+	// Until a replica on n2 has caught up, its group must not count on its
+	// vote: losing another node then could lose what n2's old replicas
+	// helped commit, so the group waits. Once every replica on n2 (the
+	// meta group's and all 12 slots') has caught up, n2 is a full voter.
+	caught := func() map[string]bool {
+		out := map[string]bool{}
+		for _, line := range strings.Split(n2.LogTail(from, 1<<30), "\n") {
+			if !strings.Contains(line, "replica caught up with its group's leader") {
+				continue
+			}
+			if i := strings.Index(line, " group="); i >= 0 {
+				out[strings.Fields(line[i+len(" group="):])[0]] = true
+			}
+		}
+		return out
+	}
+	if err := testutil.Poll(settleTimeout, func() error {
+		if !strings.Contains(n2.LogTail(from, 1<<30), "replica started with nothing stored") {
+			return fmt.Errorf("n2's log does not say its replicas started with nothing stored")
+		}
+		if got := caught(); len(got) != clusterSlots+1 {
+			return fmt.Errorf("%d of %d groups on n2 caught up: %v", len(got), clusterSlots+1, got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, n2.LogTail(from, 16<<10))
+	}
+
+	// n1 goes: the slots now rest on n2's copies and n3's.
+	if err := c.Nodes[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitCluster(failoverBound, "every slot led without n1", []int{1, 2}, checkLed(c.IDs[0]))
+	for _, j := range jobs {
+		id := j["id"].(string)
+		if err := testutil.Poll(15*time.Second, func() error {
+			r := n2.Do(t, "GET", jobPath(coll, id), nil)
+			switch r.Status {
+			case http.StatusOK:
+				return nil
+			case http.StatusNotFound:
+				t.Fatalf("acknowledged job %s is gone after n2 rejoined empty and n1 died: %s", id, r.Body)
+			}
+			return fmt.Errorf("GET %s: %d %s", id, r.Status, r.Body)
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

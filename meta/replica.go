@@ -35,6 +35,12 @@ type Config struct {
 	// May be nil: every RPC then goes the stock way, and failover takes
 	// raft's hurried timeouts instead of a TimeoutNow (Campaign).
 	WrapTransport func(*raft.NetworkTransport) raft.Transport
+	// Floors keeps the meta replica's vote floor (the node's shared raft
+	// log file). With it, a replica that starts with nothing stored — a
+	// node whose data directory was lost, rejoining under its old id —
+	// votes only once it has caught up with the meta leader
+	// (raftgroup votegate.go). May be nil.
+	Floors raftgroup.FloorStore
 }
 
 // Replica is this node's replica of the meta group: collections, routes
@@ -68,6 +74,7 @@ func Open(cfg Config) (*Replica, error) {
 		OnEvent:           cfg.OnEvent,
 		WrapTransport:     cfg.WrapTransport,
 		BootstrapFallback: metaBootstrapFallback,
+		Floors:            cfg.Floors,
 	})
 	if err != nil {
 		return nil, err

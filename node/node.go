@@ -171,6 +171,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		OnChange: func(*raftfsm.MetaState) { n.kickReconcile() },
 		OnFatal:  n.onFatal,
 		OnEvent:  func(e raftgroup.Event) { n.metrics.raftEvent("meta", e) },
+		Floors:   n.logDB,
 		WrapTransport: func(nt *raft.NetworkTransport) raft.Transport {
 			return n.beats.WrapAlwaysOpen(mux.MetaGroup, nt)
 		},

@@ -91,6 +91,13 @@ type Config struct {
 	// votes only in later terms and once its log has caught up past it
 	// (votegate.go).
 	VoteFloor storage.VoteFloor
+	// Floors, when set, keeps the group's vote floor (the node's shared
+	// raft log file): the floor recorded there is added to VoteFloor, and
+	// a replica that opens with nothing stored — a new one, or one whose
+	// node lost its data and rejoined under its old id — learns its floor
+	// from the group's leaders and votes only once it has caught up
+	// (votegate.go).
+	Floors FloorStore
 	// BeforeTransfer, when set, runs before this replica hands leadership
 	// away and returns what to do after (resume=true: leadership stayed).
 	// The slot uses it to finish callbacks in flight first, so a planned
@@ -117,6 +124,12 @@ type Config struct {
 	BootstrapFallback time.Duration
 }
 
+// FloorStore keeps vote floors by group name (storage.RaftLogDB).
+type FloorStore interface {
+	VoteFloor(group string) (storage.VoteFloor, error)
+	SetVoteFloor(group string, f storage.VoteFloor) error
+}
+
 // Group is a running raft group replica and its leadership watch.
 type Group struct {
 	cfg    Config
@@ -125,6 +138,7 @@ type Group struct {
 	stores *storage.RaftStores
 	logs   raft.LogStore // raft's view of the log (through its cache)
 	trans  raft.Transport
+	gate   *voteGate // nil: votes go to raft unchecked
 	notify chan bool
 	closed chan struct{}
 	wg     sync.WaitGroup
@@ -241,8 +255,16 @@ func Open(cfg Config) (*Group, error) {
 	if cfg.WrapTransport != nil {
 		rt = cfg.WrapTransport(trans)
 	}
-	if !cfg.VoteFloor.IsZero() {
-		rt = newVoteGate(rt, cfg.VoteFloor, stores, cfg.Logger.With("group", cfg.Name))
+	floor, save, err := voteFloor(cfg, stores)
+	if err != nil {
+		closeTransport(rt, trans)
+		_ = stores.Close()
+		return nil, err
+	}
+	var gate *voteGate
+	if !floor.IsZero() {
+		gate = newVoteGate(rt, floor, stores, save, cfg.Logger.With("group", cfg.Name))
+		rt = gate
 	}
 	r, err := raft.NewRaft(rc, cfg.FSM, logs, stores.Stable, snaps, rt)
 	if err != nil {
@@ -250,7 +272,7 @@ func Open(cfg Config) (*Group, error) {
 		_ = stores.Close()
 		return nil, fmt.Errorf("%s: start raft: %w", cfg.Name, err)
 	}
-	g := &Group{cfg: cfg, timing: t, raft: r, stores: stores, logs: logs, trans: rt, notify: notify, closed: make(chan struct{})}
+	g := &Group{cfg: cfg, timing: t, raft: r, stores: stores, logs: logs, trans: rt, gate: gate, notify: notify, closed: make(chan struct{})}
 	g.wg.Add(1)
 	go g.watchLeadership()
 	g.observe()
@@ -264,6 +286,45 @@ func Open(cfg Config) (*Group, error) {
 		go g.electAfterRestart()
 	}
 	return g, nil
+}
+
+// voteFloor is the floor the replica's vote gate keeps (zero: no gate),
+// and how to record it. With Floors, a replica with nothing stored and no
+// recorded floor gets a learning one, recorded before raft starts; a
+// recorded floor the replica's raft state has left behind (spent) is
+// dropped.
+func voteFloor(cfg Config, stores *storage.RaftStores) (storage.VoteFloor, func(storage.VoteFloor) error, error) {
+	floor := cfg.VoteFloor
+	if cfg.Floors == nil {
+		return floor, nil, nil
+	}
+	save := func(f storage.VoteFloor) error { return cfg.Floors.SetVoteFloor(cfg.Name, f) }
+	kept, err := cfg.Floors.VoteFloor(cfg.Name)
+	if err != nil {
+		return floor, nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	floor = floor.Max(kept)
+	if !floor.IsZero() && spent(stores, floor) {
+		// Past it for good: no gate, and the record goes (a replica
+		// deleted later records its own state, which covers this).
+		if err := save(storage.VoteFloor{}); err != nil {
+			return floor, nil, fmt.Errorf("%s: %w", cfg.Name, err)
+		}
+		return storage.VoteFloor{}, save, nil
+	}
+	if floor.IsZero() {
+		has, err := raft.HasExistingState(stores.Log, stores.Stable, stores.Snapshots)
+		if err != nil {
+			return floor, nil, fmt.Errorf("%s: inspect raft state: %w", cfg.Name, err)
+		}
+		if !has {
+			floor = storage.VoteFloor{Learn: true}
+			if err := save(floor); err != nil {
+				return floor, nil, fmt.Errorf("%s: %w", cfg.Name, err)
+			}
+		}
+	}
+	return floor, save, nil
 }
 
 // electAfterRestart hurries the first election of a replica that was
@@ -708,6 +769,11 @@ func (g *Group) watchLeadership() {
 			g.readTerm.Store(0)
 			if !leader {
 				continue
+			}
+			if g.gate != nil {
+				// A majority found this log up-to-date: whatever it
+				// was learning, there is nothing left to forget.
+				g.gate.elected()
 			}
 			term := g.raft.CurrentTerm()
 			if !g.barrier() {

@@ -134,6 +134,7 @@ func TestCaughtUp(t *testing.T) {
 		{Status{Applied: 1000 - CaughtUpSlack - 1, LastIndex: 1000}, false},
 		{Status{Applied: 1000, LastIndex: 1000 - CaughtUpSlack - 1}, false},
 		{Status{}, false},
+		{Status{Applied: 1000, LastIndex: 1000, Gated: true}, false}, // would not vote yet
 	} {
 		if got := CaughtUp(leader, tc.f); got != tc.want {
 			t.Errorf("CaughtUp(%+v) = %v, want %v", tc.f, got, tc.want)

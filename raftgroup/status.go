@@ -18,6 +18,10 @@ type Status struct {
 	ConfigIndex uint64 `json:"config_index"`
 	Member      bool   `json:"member"` // this node is in the group's configuration
 	Shutdown    bool   `json:"shutdown"`
+	// Gated: the replica refuses votes until it has caught up (it started
+	// with nothing stored, or replaced a deleted one: votegate.go), so its
+	// group cannot count on it yet. Older binaries leave it out.
+	Gated bool `json:"gated,omitempty"`
 }
 
 // Status reports the replica's raft state. Applied is raft's applied
@@ -33,6 +37,9 @@ func (g *Group) Status() Status {
 		Shutdown:    g.raft.State() == raft.Shutdown,
 	}
 	st.Leader, _ = g.Leader()
+	if g.gate != nil {
+		st.Gated = g.gate.gated()
+	}
 	if f := g.raft.GetConfiguration(); f.Error() == nil {
 		st.ConfigIndex = f.Index()
 		for _, s := range f.Configuration().Servers {
@@ -53,7 +60,9 @@ func (g *Group) Status() Status {
 // leader and still count as caught up.
 const CaughtUpSlack = 64
 
-// CaughtUp judges a follower's reported status against its leader's.
+// CaughtUp judges a follower's reported status against its leader's. A
+// gated follower is not caught up, however close its log: it would not
+// vote for a new leader if this one failed.
 func CaughtUp(leader, follower Status) bool {
-	return follower.Applied+CaughtUpSlack >= leader.CommitIndex && follower.LastIndex+CaughtUpSlack >= leader.LastIndex
+	return !follower.Gated && follower.Applied+CaughtUpSlack >= leader.CommitIndex && follower.LastIndex+CaughtUpSlack >= leader.LastIndex
 }

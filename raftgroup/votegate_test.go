@@ -28,16 +28,12 @@ type gateNode struct {
 
 func (n *gateNode) open(t *testing.T) {
 	t.Helper()
-	floor, err := n.logDB.VoteFloor("slot-0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", n.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g, err := Open(Config{Name: "slot-0", NodeID: n.id, Dir: n.dir, Stream: tcpStream{ln}, FSM: nopFSM{},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: slowTiming, LogDB: n.logDB, VoteFloor: floor,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: slowTiming, LogDB: n.logDB, Floors: n.logDB,
 		WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return newInjectTransport(nt) }})
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +62,26 @@ func (n *gateNode) destroy(t *testing.T) {
 	}
 }
 
+// wipe loses the node's whole data: its shared raft log file (floors
+// included) and the replica's directory, as when a disk is replaced and
+// the node restarts under its old --node-id.
+func (n *gateNode) wipe(t *testing.T) {
+	t.Helper()
+	n.close()
+	if err := n.logDB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(n.dir); err != nil {
+		t.Fatal(err)
+	}
+	db, err := storage.OpenRaftLogDB(filepath.Join(t.TempDir(), "slots.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	n.logDB = db
+}
+
 // The nemesis's split brain, in small: n1 misses entries that n2 and n3
 // commit; one of those two has its replica deleted and re-created empty
 // (the slot moved off the node and back) and the other goes down; n1 comes
@@ -75,6 +91,20 @@ func (n *gateNode) destroy(t *testing.T) {
 // refuses until it has caught up past what its deleted one had, and the
 // group elects only once a replica with those entries is back.
 func TestRecreatedReplicaDoesNotElectAStaleCandidate(t *testing.T) {
+	staleCandidateScenario(t, (*gateNode).destroy)
+}
+
+// The same with the follower's whole data lost (wipe) rather than its
+// replica deleted: nothing on the node remembers the old replica, so the
+// new one, opened with nothing stored, learns its floor from the leaders.
+// Without that, its empty raft elected n1 here too.
+func TestWipedReplicaDoesNotElectAStaleCandidate(t *testing.T) {
+	staleCandidateScenario(t, (*gateNode).wipe)
+}
+
+// staleCandidateScenario: loseData takes the follower's replica away
+// (deleted, or its node's data lost) before it is opened again, empty.
+func staleCandidateScenario(t *testing.T, loseData func(*gateNode, *testing.T)) {
 	dirs, addrs := replicaPlaces(t, 3)
 	nodes := make([]*gateNode, 3)
 	for i := range nodes {
@@ -122,9 +152,9 @@ func TestRecreatedReplicaDoesNotElectAStaleCandidate(t *testing.T) {
 	}
 	committed := lead.g.LastIndex()
 
-	// The follower's replica is deleted and re-created empty; the leader
-	// goes down.
-	follow.destroy(t)
+	// The follower's replica is deleted (or its data lost) and opened
+	// again empty; the leader goes down.
+	loseData(follow, t)
 	follow.open(t)
 	lead.close()
 
@@ -173,7 +203,7 @@ func TestVoteGateRefusesUntilCaughtUp(t *testing.T) {
 	defer stores.Close()
 	floor := storage.VoteFloor{Term: 7, LastTerm: 6, LastIndex: 40}
 	inner := &chanTransport{ch: make(chan raft.RPC)}
-	gate := newVoteGate(inner, floor, stores, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	gate := newVoteGate(inner, floor, stores, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer gate.Close()
 
 	vote := func(term uint64) (raft.RPCResponse, bool) {
@@ -222,6 +252,204 @@ func TestVoteGateRefusesUntilCaughtUp(t *testing.T) {
 type chanTransport struct {
 	raft.Transport
 	ch chan raft.RPC
+	hb func(raft.RPC)
 }
 
 func (c *chanTransport) Consumer() <-chan raft.RPC { return c.ch }
+
+func (c *chanTransport) SetHeartbeatHandler(cb func(raft.RPC)) { c.hb = cb }
+
+// A replica opened with nothing stored learns its floor from the leaders
+// it hears, in appends and heartbeats, refuses votes until its log covers
+// it (except, before any leader was heard, a candidate whose log holds no
+// more than a bootstrap configuration: the group is being formed), and
+// records each step so a restart goes on learning.
+func TestVoteGateLearnsTheFloorFromLeaders(t *testing.T) {
+	dir := t.TempDir()
+	db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stores, err := storage.OpenGroupStores(db, "slot-0", filepath.Join(dir, "g"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stores.Close()
+	var saved []storage.VoteFloor
+	save := func(f storage.VoteFloor) error { saved = append(saved, f); return nil }
+	inner := &chanTransport{ch: make(chan raft.RPC)}
+	gate := newVoteGate(inner, storage.VoteFloor{Learn: true}, stores, save, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer gate.Close()
+	var heartbeats int
+	gate.SetHeartbeatHandler(func(raft.RPC) { heartbeats++ })
+
+	vote := func(term, lastTerm, lastIndex uint64) (raft.RPCResponse, bool) {
+		resp := make(chan raft.RPCResponse, 1)
+		inner.ch <- raft.RPC{Command: &raft.RequestPreVoteRequest{Term: term, LastLogTerm: lastTerm, LastLogIndex: lastIndex}, RespChan: resp}
+		select {
+		case r := <-resp:
+			return r, true
+		case rpc := <-gate.Consumer():
+			rpc.Respond(&raft.RequestPreVoteResponse{Term: term, Granted: true}, nil)
+			return <-resp, false
+		}
+	}
+	// Nothing heard yet: a forming group's candidate passes, one with a
+	// history does not.
+	if _, gated := vote(2, 1, 1); gated {
+		t.Fatal("the vote of a group being formed was refused")
+	}
+	if _, gated := vote(9, 8, 99); !gated {
+		t.Fatal("an empty replica passed on a vote for a candidate with a history before hearing any leader")
+	}
+	// A leader of term 5 with commit index 30, in an append.
+	inner.ch <- raft.RPC{Command: &raft.AppendEntriesRequest{Term: 5, LeaderCommitIndex: 30}}
+	if rpc := <-gate.Consumer(); rpc.Command.(*raft.AppendEntriesRequest).Term != 5 {
+		t.Fatal("an append was changed")
+	}
+	if len(saved) != 1 || saved[0] != (storage.VoteFloor{Term: 5, LastTerm: 5, LastIndex: 30, Learn: true}) {
+		t.Fatalf("recorded after the first leader: %+v", saved)
+	}
+	// The next one, in a heartbeat, raises it.
+	inner.hb(raft.RPC{Command: &raft.AppendEntriesRequest{Term: 5, LeaderCommitIndex: 35}})
+	if heartbeats != 1 {
+		t.Fatalf("raft's heartbeat handler ran %d times, want 1", heartbeats)
+	}
+	if _, gated := vote(2, 1, 1); !gated {
+		t.Fatal("once a leader was heard, a bootstrap-only candidate still passed")
+	}
+	store := func(from, to, term uint64) {
+		var logs []*raft.Log
+		for i := from; i <= to; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: term, Type: raft.LogNoop})
+		}
+		if err := stores.Log.StoreLogs(logs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store(1, 20, 4)
+	store(21, 34, 5)
+	// Short of the learnt floor (5, 35): a candidate whose log does not
+	// cover it is refused, one whose log does may have the vote; a vote
+	// in the leader's term is refused either way.
+	if r, gated := vote(9, 5, 34); !gated || r.Response.(*raft.RequestPreVoteResponse).Term != 9 {
+		t.Fatalf("a candidate behind the learnt floor: %+v (gated %v)", r.Response, gated)
+	}
+	if _, gated := vote(9, 4, 900); !gated {
+		t.Fatal("a candidate of an older last term passed")
+	}
+	if _, gated := vote(5, 5, 40); !gated {
+		t.Fatal("a vote in the learnt leader's term passed")
+	}
+	if _, gated := vote(9, 5, 35); gated {
+		t.Fatal("a candidate covering the learnt floor was refused")
+	}
+	if len(saved) != 1 {
+		t.Fatalf("recorded before the replica caught up: %+v", saved)
+	}
+	if !gate.gated() {
+		t.Fatal("a learning replica short of its floor does not report itself gated")
+	}
+	store(35, 36, 5)
+	if gate.gated() {
+		t.Fatal("a replica caught up with its leader still reports itself gated")
+	}
+	// Caught up: the floor is learnt, and a vote in a later term goes to
+	// raft, which compares the candidate's log with its own.
+	if _, gated := vote(9, 5, 20); gated {
+		t.Fatal("a caught-up replica did not leave the vote to raft")
+	}
+	want := storage.VoteFloor{Term: 5, LastTerm: 5, LastIndex: 35}
+	if len(saved) != 2 || saved[1] != want {
+		t.Fatalf("recorded once learnt: %+v, want %+v last", saved, want)
+	}
+	// The learnt floor's term rule stays; appends no longer change it.
+	if _, gated := vote(5, 8, 99); !gated {
+		t.Fatal("a vote in the learnt leader's term passed")
+	}
+	inner.hb(raft.RPC{Command: &raft.AppendEntriesRequest{Term: 7, LeaderCommitIndex: 90}})
+	if _, gated := vote(6, 8, 99); gated || len(saved) != 2 {
+		t.Fatalf("a learnt floor moved again (gated %v, recorded %+v)", gated, saved)
+	}
+}
+
+// A snapshot from the leader is a floor too: its last entry.
+func TestVoteGateLearnsFromASnapshot(t *testing.T) {
+	dir := t.TempDir()
+	db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stores, err := storage.OpenGroupStores(db, "slot-0", filepath.Join(dir, "g"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stores.Close()
+	inner := &chanTransport{ch: make(chan raft.RPC)}
+	gate := newVoteGate(inner, storage.VoteFloor{Learn: true}, stores, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer gate.Close()
+	inner.ch <- raft.RPC{Command: &raft.InstallSnapshotRequest{Term: 8, LastLogTerm: 7, LastLogIndex: 500}}
+	<-gate.Consumer()
+	gate.mu.Lock()
+	got := gate.floor
+	gate.mu.Unlock()
+	if want := (storage.VoteFloor{Term: 8, LastTerm: 7, LastIndex: 500, Learn: true}); got != want {
+		t.Fatalf("floor after a snapshot: %+v, want %+v", got, want)
+	}
+}
+
+// A recorded floor that the replica's raft state has left behind — its
+// log covers it and its current term is past the floor's, so raft refuses
+// what the gate would — is dropped when the replica opens: no gate. One
+// whose term is not past it still gets the gate.
+func TestSpentFloorIsDropped(t *testing.T) {
+	for _, c := range []struct {
+		term uint64
+		gate bool
+	}{{term: 4, gate: false}, {term: 3, gate: true}} {
+		dir := t.TempDir()
+		db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores, err := storage.OpenGroupStores(db, "slot-0", filepath.Join(dir, "g"), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs []*raft.Log
+		for i := uint64(1); i <= 5; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: 3, Type: raft.LogNoop})
+		}
+		if err := stores.Log.StoreLogs(logs); err != nil {
+			t.Fatal(err)
+		}
+		if err := stores.Stable.SetUint64(keyCurrentTerm, c.term); err != nil {
+			t.Fatal(err)
+		}
+		stores.Close()
+		floor := storage.VoteFloor{Term: 3, LastTerm: 3, LastIndex: 5}
+		if err := db.SetVoteFloor("slot-0", floor); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := Open(Config{Name: "slot-0", NodeID: "n1", Dir: filepath.Join(dir, "g"), Stream: tcpStream{ln}, FSM: nopFSM{},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: slowTiming, LogDB: db, Floors: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept, _ := db.VoteFloor("slot-0")
+		g.Close()
+		db.Close()
+		if got := g.gate != nil; got != c.gate {
+			t.Errorf("current term %d, floor %+v: gate %v, want %v", c.term, floor, got, c.gate)
+		}
+		if want := map[bool]storage.VoteFloor{true: floor, false: {}}[c.gate]; kept != want {
+			t.Errorf("current term %d: recorded floor %+v, want %+v", c.term, kept, want)
+		}
+	}
+}

@@ -213,13 +213,9 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("slot %d: finish deleting an earlier replica: %w", cfg.Slot, err)
 	}
 	removeStaleStreams(cfg.Dir, r.log)
-	var floor storage.VoteFloor
+	var floors raftgroup.FloorStore
 	if cfg.LogDB != nil {
-		f, err := cfg.LogDB.VoteFloor(groupName(cfg.Slot))
-		if err != nil {
-			return nil, fmt.Errorf("slot %d: %w", cfg.Slot, err)
-		}
-		floor = f
+		floors = cfg.LogDB // a nil *RaftLogDB must not become a non-nil interface
 	}
 	fsm, err := raftfsm.OpenSlotFSM(cfg.DB, cfg.Slot, r.log, r.fatal)
 	if err != nil {
@@ -245,7 +241,7 @@ func Open(cfg Config) (*Replica, error) {
 		OnLeader:          r.lead,
 		BeforeStart:       r.recover,
 		LogDB:             cfg.LogDB,
-		VoteFloor:         floor,
+		Floors:            floors,
 		BeforeTransfer:    r.pauseScheduler,
 		OnEvent:           func(e raftgroup.Event) { cfg.Metrics.RaftEvent(cfg.Slot, e) },
 		WrapSnapshots: func(fs *raft.FileSnapshotStore) raft.SnapshotStore {

@@ -13,7 +13,9 @@ import (
 // VoteFloor is what a deleted replica of a raft group had acknowledged, kept
 // after its log is dropped so that a replica of the same group re-created
 // later on this node, under the same server id, does not vote as if it were
-// the old one with its memory wiped.
+// the old one with its memory wiped. A floor with Learn set stands for a
+// replica that started with nothing stored and may be one whose node lost
+// its data: it is learnt from the group's leaders (raftgroup's vote gate).
 //
 // Why: raft's safety rests on a voter never forgetting what it
 // acknowledged. When a slot moves off a node and back (a drain and a
@@ -32,6 +34,12 @@ type VoteFloor struct {
 	Term uint64
 	// LastTerm and LastIndex are its last log entry (or snapshot).
 	LastTerm, LastIndex uint64
+	// Learn marks a floor still being learnt: the replica opened with
+	// nothing stored, so what an earlier replica under its server id may
+	// have acknowledged (a node whose data directory was lost, rejoining
+	// under its old --node-id) is unknown. Term, LastTerm and LastIndex
+	// are then what the group's leaders have said so far.
+	Learn bool
 }
 
 // IsZero reports whether the floor asks nothing (no replica was deleted).
@@ -44,10 +52,11 @@ func (f VoteFloor) Covers(lastTerm, lastIndex uint64) bool {
 	return lastTerm > f.LastTerm || (lastTerm == f.LastTerm && lastIndex >= f.LastIndex)
 }
 
-// Max is the floor that asks what both ask.
+// Max is the floor that asks what both ask (learning if either is).
 func (f VoteFloor) Max(o VoteFloor) VoteFloor {
 	out := f
 	out.Term = max(f.Term, o.Term)
+	out.Learn = f.Learn || o.Learn
 	if o.LastTerm > f.LastTerm || (o.LastTerm == f.LastTerm && o.LastIndex > f.LastIndex) {
 		out.LastTerm, out.LastIndex = o.LastTerm, o.LastIndex
 	}
@@ -58,22 +67,42 @@ func (f VoteFloor) Max(o VoteFloor) VoteFloor {
 // deleted on this node. Floors are never removed: a few bytes per slot.
 var bucketFloors = []byte("floors")
 
-const floorV1 = 1
+// Floor formats: v1 is three uvarints (term, last term, last index); v2
+// adds a flags byte before them (bit 0: Learn). A floor without Learn is
+// still written as v1, so a binary from before v2 reads what it can.
+const (
+	floorV1 = 1
+	floorV2 = 2
+
+	floorLearn = 1 << 0
+)
 
 var errBadFloor = errors.New("corrupt vote floor")
 
 func encodeFloor(f VoteFloor) []byte {
 	b := []byte{floorV1}
+	if f.Learn {
+		b = []byte{floorV2, floorLearn}
+	}
 	b = binary.AppendUvarint(b, f.Term)
 	b = binary.AppendUvarint(b, f.LastTerm)
 	return binary.AppendUvarint(b, f.LastIndex)
 }
 
 func decodeFloor(b []byte) (VoteFloor, error) {
-	if len(b) < 1 || b[0] != floorV1 {
+	var learn bool
+	switch {
+	case len(b) >= 1 && b[0] == floorV1:
+		b = b[1:]
+	case len(b) >= 2 && b[0] == floorV2:
+		if b[1]&^floorLearn != 0 {
+			return VoteFloor{}, fmt.Errorf("%w: unknown flags %#x", errBadFloor, b[1])
+		}
+		learn = b[1]&floorLearn != 0
+		b = b[2:]
+	default:
 		return VoteFloor{}, fmt.Errorf("%w: unknown format", errBadFloor)
 	}
-	b = b[1:]
 	var v [3]uint64
 	for i := range v {
 		x, n := binary.Uvarint(b)
@@ -85,7 +114,27 @@ func decodeFloor(b []byte) (VoteFloor, error) {
 	if len(b) != 0 {
 		return VoteFloor{}, fmt.Errorf("%w: trailing bytes", errBadFloor)
 	}
-	return VoteFloor{Term: v[0], LastTerm: v[1], LastIndex: v[2]}, nil
+	return VoteFloor{Term: v[0], LastTerm: v[1], LastIndex: v[2], Learn: learn}, nil
+}
+
+// SetVoteFloor records f as the group's floor, replacing what was there
+// (raftgroup's vote gate: a learning floor as it is learnt, then the
+// learnt one). The write is durable when it returns.
+func (d *RaftLogDB) SetVoteFloor(group string, f VoteFloor) error {
+	err := d.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketFloors)
+		if err != nil {
+			return err
+		}
+		if f.IsZero() {
+			return b.Delete([]byte(group))
+		}
+		return b.Put([]byte(group), encodeFloor(f))
+	})
+	if err != nil {
+		return fmt.Errorf("record vote floor of %s: %w", group, err)
+	}
+	return nil
 }
 
 // VoteFloor returns the floor recorded for group (zero when no replica of

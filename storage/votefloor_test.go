@@ -26,6 +26,7 @@ func TestVoteFloorCoversAndMax(t *testing.T) {
 		{VoteFloor{Term: 5, LastTerm: 4, LastIndex: 10}, VoteFloor{Term: 3, LastTerm: 4, LastIndex: 12}, VoteFloor{Term: 5, LastTerm: 4, LastIndex: 12}},
 		{VoteFloor{Term: 5, LastTerm: 4, LastIndex: 10}, VoteFloor{Term: 6, LastTerm: 3, LastIndex: 99}, VoteFloor{Term: 6, LastTerm: 4, LastIndex: 10}},
 		{VoteFloor{}, VoteFloor{Term: 1, LastTerm: 1, LastIndex: 1}, VoteFloor{Term: 1, LastTerm: 1, LastIndex: 1}},
+		{VoteFloor{Learn: true}, VoteFloor{Term: 4, LastTerm: 4, LastIndex: 7}, VoteFloor{Term: 4, LastTerm: 4, LastIndex: 7, Learn: true}},
 	} {
 		if got := c.a.Max(c.b); got != c.want {
 			t.Errorf("%+v.Max(%+v) = %+v, want %+v", c.a, c.b, got, c.want)
@@ -42,7 +43,17 @@ func TestVoteFloorCodec(t *testing.T) {
 	if err != nil || got != f {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	for _, bad := range [][]byte{nil, {2}, {floorV1}, append(encodeFloor(f), 0)} {
+	if b := encodeFloor(f); b[0] != floorV1 {
+		t.Fatalf("a floor without Learn is written as format %d, want 1 (older binaries read it)", b[0])
+	}
+	learning := VoteFloor{Term: 9, LastTerm: 9, LastIndex: 400, Learn: true}
+	if got, err := decodeFloor(encodeFloor(learning)); err != nil || got != learning {
+		t.Fatalf("round trip of a learning floor: %+v, %v", got, err)
+	}
+	if got, err := decodeFloor(encodeFloor(VoteFloor{Learn: true})); err != nil || got != (VoteFloor{Learn: true}) || got.IsZero() {
+		t.Fatalf("a learning floor with nothing learnt yet: %+v, %v (it must not read as zero)", got, err)
+	}
+	for _, bad := range [][]byte{nil, {2}, {floorV1}, append(encodeFloor(f), 0), {floorV2, 0x80, 1, 1, 1}, {floorV2, floorLearn, 1, 1}} {
 		if _, err := decodeFloor(bad); err == nil {
 			t.Errorf("decodeFloor(%x) accepted", bad)
 		}
@@ -103,5 +114,47 @@ func TestDropGroupRecordsTheVoteFloor(t *testing.T) {
 	}
 	if f, _ := db.VoteFloor("slot-30"); !f.IsZero() {
 		t.Fatalf("another group got a floor: %+v", f)
+	}
+}
+
+// SetVoteFloor replaces the recorded floor (a learning floor, then the
+// learnt one), keeps it across a reopen, and the zero floor removes it.
+func TestSetVoteFloor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "slots.db")
+	db, err := OpenRaftLogDB(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []VoteFloor{
+		{Learn: true},
+		{Term: 6, LastTerm: 6, LastIndex: 90, Learn: true},
+		{Term: 6, LastTerm: 6, LastIndex: 120}, // learnt: replaces, Learn cleared
+	}
+	for _, f := range steps {
+		if err := db.SetVoteFloor("meta", f); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := db.VoteFloor("meta"); err != nil || got != f {
+			t.Fatalf("after SetVoteFloor(%+v): %+v, %v", f, got, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = OpenRaftLogDB(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got, _ := db.VoteFloor("meta"); got != steps[2] {
+		t.Fatalf("after reopen: %+v, want %+v", got, steps[2])
+	}
+	if got, _ := db.VoteFloor("slot-1"); !got.IsZero() {
+		t.Fatalf("another group's floor: %+v", got)
+	}
+	if err := db.SetVoteFloor("meta", VoteFloor{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.VoteFloor("meta"); !got.IsZero() {
+		t.Fatalf("after setting the zero floor: %+v", got)
 	}
 }

@@ -506,6 +506,12 @@ type Transport struct {
 	// TestFailoverWithinTwoSeconds).
 	bmu    sync.Mutex
 	behind map[raft.ServerAddress]bool
+	// lagKicked: when a follower whose heartbeat answer showed it short of
+	// committed entries last started a catch-up (heartbeatAnswered).
+	lagKicked map[raft.ServerAddress]time.Time
+	// commitSeen: the highest LeaderCommitIndex this group's appends
+	// carried (sawCommit).
+	commitSeen atomic.Uint64
 	// alwaysOpen (WrapAlwaysOpen): every running peer has this group
 	// open, so a peer that refuses it is an older binary; refused holds
 	// those peers → when (carry.go, refusedGroup).
@@ -545,9 +551,22 @@ func (t *Transport) appended(target raft.ServerAddress, err error) {
 	}
 }
 
-// heartbeatAnswered runs onResume if target was behind.
-func (t *Transport) heartbeatAnswered(target raft.ServerAddress) {
-	if t.nBehind.Load() == 0 {
+// heartbeatAnswered runs onResume if target was behind: an append to it
+// had failed, or its answer says it lacks entries this leader knows are
+// committed (its last index below the highest commit index the group's
+// appends carried: raft's heartbeats carry none). The second is a
+// follower that lost its log — its node's data directory was lost and it
+// came back under the same id — while raft's heartbeats to it kept
+// succeeding, as when the node was down for less than a round: raft would
+// find out only from the next append, up to its CommitTimeout tick (15-30
+// s for a slot) away, and until the follower has caught up its replicas
+// do not vote (raftgroup votegate.go), so its groups could not lose
+// another node. Each follower starts at most one such catch-up per
+// lagKickEvery: one that is merely slow under load gets its entries from
+// the appends in flight anyway.
+func (t *Transport) heartbeatAnswered(target raft.ServerAddress, resp *raft.AppendEntriesResponse) {
+	lagging := resp != nil && resp.Success && resp.LastLog < t.commitSeen.Load()
+	if t.nBehind.Load() == 0 && !lagging {
 		return
 	}
 	t.bmu.Lock()
@@ -556,9 +575,37 @@ func (t *Transport) heartbeatAnswered(target raft.ServerAddress) {
 		delete(t.behind, target)
 		t.nBehind.Add(-1)
 	}
+	if was || lagging {
+		// One catch-up per lagKickEvery, whichever started it.
+		now := time.Now()
+		if !was && now.Sub(t.lagKicked[target]) >= lagKickEvery {
+			was = true
+		}
+		if was {
+			if t.lagKicked == nil {
+				t.lagKicked = map[raft.ServerAddress]time.Time{}
+			}
+			t.lagKicked[target] = now
+		}
+	}
 	t.bmu.Unlock()
 	if fn := t.onResume.Load(); was && fn != nil {
 		go (*fn)()
+	}
+}
+
+// lagKickEvery is how often a follower whose heartbeat answers say it
+// lacks committed entries starts a catch-up at most (heartbeatAnswered).
+const lagKickEvery = 2 * time.Second
+
+// sawCommit raises the highest commit index an append of this group
+// carried (heartbeatAnswered).
+func (t *Transport) sawCommit(c uint64) {
+	for {
+		old := t.commitSeen.Load()
+		if c <= old || t.commitSeen.CompareAndSwap(old, c) {
+			return
+		}
 	}
 }
 

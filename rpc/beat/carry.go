@@ -280,6 +280,7 @@ func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 	if IsHeartbeat(args) {
 		return t.sendHeartbeat(id, target, args, resp, false)
 	}
+	t.sawCommit(args.LeaderCommitIndex)
 	err := t.carry(target, kindAppend, args, resp)
 	if errors.Is(err, errOldPeer) {
 		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
@@ -306,7 +307,7 @@ func (t *Transport) sendHeartbeat(id raft.ServerID, target raft.ServerAddress, a
 	t.c.fellBack.Add(1)
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
-		t.heartbeatAnswered(target)
+		t.heartbeatAnswered(target, resp)
 	}
 	return err
 }

@@ -307,7 +307,12 @@ func TestHeartbeatAfterAFailedAppendResumes(t *testing.T) {
 	tb9 := b.Wrap(9, newNT(t))
 	defer tb9.Close()
 	raftStub(t, tb9, &appends)
-	tb9.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Term: 4, Success: true}, nil) })
+	// It answers heartbeats with the entry the append gave it: it holds
+	// everything committed (a follower short of that gets a catch-up:
+	// TestHeartbeatFromAFollowerShortOfCommittedEntriesCatchesItUp).
+	tb9.SetHeartbeatHandler(func(rpc raft.RPC) {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 4, LastLog: 2, Success: true}, nil)
+	})
 	if err := other.AppendEntries("b", target, appendReq(4, 2), &ar); err != nil {
 		t.Fatalf("append once group 9 is open: %v", err)
 	}
@@ -316,6 +321,61 @@ func TestHeartbeatAfterAFailedAppendResumes(t *testing.T) {
 	}
 	if n := resumed.Load(); n != 1 {
 		t.Fatalf("a catch-up ran for a follower no longer behind (resumed %d)", n)
+	}
+}
+
+// A follower whose heartbeat answers say it lacks entries the leader has
+// committed (its LastLog below the heartbeat's LeaderCommitIndex: a node
+// that lost its data came back under the same id, and no append to it
+// failed) gets a catch-up (OnResume), at most one per lagKickEvery; one
+// that has the committed entries gets none.
+func TestHeartbeatFromAFollowerShortOfCommittedEntriesCatchesItUp(t *testing.T) {
+	l := newLoop()
+	a, b := New(l, Options{Flush: time.Millisecond}), New(l, Options{Flush: time.Millisecond})
+	defer a.Close()
+	defer b.Close()
+	ntA, ntB := newNT(t), newNT(t)
+	target := ntB.LocalAddr()
+	l.add(string(target), b)
+	ta := a.Wrap(8, ntA)
+	defer ta.Close()
+	var resumed atomic.Int64
+	ta.OnResume(func() { resumed.Add(1) })
+	tb := b.Wrap(8, ntB)
+	defer tb.Close()
+	var appends atomic.Int64
+	raftStub(t, tb, &appends)
+	var followerLast atomic.Uint64
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 4, LastLog: followerLast.Load(), Success: true}, nil)
+	})
+	hb := func() {
+		t.Helper()
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("a"), Addr: []byte("a:1")}, Term: 4}
+		var resp raft.AppendEntriesResponse
+		if err := ta.AppendEntries("b", target, req, &resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An append tells the transport the group's commit index (41: the
+	// stub answers LastLog 42); heartbeats carry none.
+	var ar raft.AppendEntriesResponse
+	if err := ta.AppendEntries("b", target, appendReq(4, 42), &ar); err != nil {
+		t.Fatal(err)
+	}
+	followerLast.Store(42)
+	hb()
+	hb()
+	if n := resumed.Load(); n != 0 {
+		t.Fatalf("a catch-up for a follower holding every committed entry (%d)", n)
+	}
+	followerLast.Store(1) // the follower lost its log
+	for range 3 {
+		hb()
+	}
+	testutil.Eventually(t, 5*time.Second, "the catch-up called", testutil.True(func() bool { return resumed.Load() >= 1 }))
+	if n := resumed.Load(); n != 1 {
+		t.Fatalf("%d catch-ups for one lagging follower within %v, want 1", n, lagKickEvery)
 	}
 }
 

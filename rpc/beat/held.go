@@ -124,7 +124,7 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 	if hold <= 0 {
 		err := t.c.heartbeat(target, t.group, args, resp, urgent)
 		if err == nil {
-			t.heartbeatAnswered(target)
+			t.heartbeatAnswered(target, resp)
 		}
 		return err
 	}
@@ -135,7 +135,7 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 			err := t.c.heartbeatThen(target, t.group, args, func(r raft.AppendEntriesResponse, err error) {
 				t.held.record(target, term, sent, &r, err, true)
 				if err == nil {
-					t.heartbeatAnswered(target)
+					t.heartbeatAnswered(target, &r)
 				}
 			})
 			if err != nil {
@@ -153,7 +153,7 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 	sent := time.Now()
 	err := t.c.heartbeat(target, t.group, args, resp, urgent)
 	if err == nil {
-		t.heartbeatAnswered(target)
+		t.heartbeatAnswered(target, resp)
 	}
 	t.held.record(target, args.Term, sent, resp, err, false)
 	return err

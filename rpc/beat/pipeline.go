@@ -73,6 +73,7 @@ var errPipelineClosed = errors.New("beat: pipeline closed")
 
 // AppendEntries implements raft.AppendPipeline.
 func (p *lazyPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	p.t.sawCommit(args.LeaderCommitIndex)
 	p.mu.Lock()
 	real := p.real
 	p.mu.Unlock()
