@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -157,6 +159,26 @@ func (n *Node) Kill() error {
 	n.paused = false
 	n.mu.Unlock()
 	return err
+}
+
+// Wipe deletes the data directory of a node that is not running: its next
+// Start comes up empty under the same id, as a node whose disk was
+// replaced. A node started without --join (the first one) gets join
+// (the others' serf addresses) for that start and the ones after, since
+// with its gossip state gone it would otherwise find nobody.
+func (n *Node) Wipe(join []string) error {
+	if n.Running() {
+		return fmt.Errorf("%s is running: kill it before wiping its data", n.ID)
+	}
+	if err := os.RemoveAll(n.DataDir); err != nil {
+		return fmt.Errorf("wipe %s: %w", n.ID, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !slices.Contains(n.Args, "--join") && len(join) > 0 {
+		n.Args = append(n.Args, "--join", strings.Join(join, ","))
+	}
+	return nil
 }
 
 // Terminate sends SIGTERM (a clean stop: leaderships handed off first) and

@@ -18,6 +18,7 @@ const (
 	KillOne           Kind = "kill-one"           // kill -9 a node (any), restart it after Hold
 	KillLeader        Kind = "kill-leader"        // kill -9 the leader of most slots, restart after Hold
 	KillAll           Kind = "kill-all"           // kill -9 every node, restart all after Hold
+	Wipe              Kind = "wipe"               // kill -9 a node, delete its data directory, restart it empty after Hold
 	PauseLeader       Kind = "pause-leader"       // SIGSTOP the leader of most slots for Hold, then SIGCONT
 	PauseFollower     Kind = "pause-follower"     // SIGSTOP the node leading fewest slots for Hold
 	PartitionOne      Kind = "partition-one"      // cut the leader of most slots off, both ways, for Hold
@@ -34,7 +35,7 @@ const (
 )
 
 // All lists every kind, in the order they are documented.
-var All = []Kind{KillOne, KillLeader, KillAll, PauseLeader, PauseFollower, PartitionOne, PartitionMajority,
+var All = []Kind{KillOne, KillLeader, KillAll, Wipe, PauseLeader, PauseFollower, PartitionOne, PartitionMajority,
 	PartitionRing, Loss, Delay, Clock, Term, Membership}
 
 // Network reports whether the kind needs the namespaced network.
@@ -133,7 +134,7 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 func draw(rng *rand.Rand, k Kind, maxHold time.Duration) Step {
 	s := Step{Kind: k, Pick: rng.Uint64()}
 	switch k {
-	case KillOne, KillLeader:
+	case KillOne, KillLeader, Wipe:
 		s.Hold = between(rng, 500*time.Millisecond, 5*time.Second)
 	case KillAll, Term:
 		s.Hold = between(rng, 500*time.Millisecond, 3*time.Second)

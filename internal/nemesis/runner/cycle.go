@@ -185,6 +185,19 @@ func (r *run) apply(ctx context.Context, s fault.Step, ci cluster.Info) active {
 		return active{desc: fmt.Sprintf("kill -9 %s (led %d), restarted after %v", v.ID, len(ci.LedBy(v.ID)), hold),
 			targets: []*cluster.Node{v}, heal: v.Start, victim: v, led: ci.LedBy(v.ID), via: others(v),
 			target: r.cfg.FailoverTarget, skipped: errString(err), isolates: true}
+	case fault.Wipe:
+		v := byID[fault.Pick(s.Pick, sortedIDs(members))]
+		err := v.Kill()
+		if err == nil {
+			var join []string
+			for _, n := range others(v) {
+				join = append(join, n.SerfAddr)
+			}
+			err = v.Wipe(join)
+		}
+		return active{desc: fmt.Sprintf("kill -9 %s (led %d), its data directory deleted, restarted empty after %v", v.ID, len(ci.LedBy(v.ID)), hold),
+			targets: []*cluster.Node{v}, heal: v.Start, victim: v, led: ci.LedBy(v.ID), via: others(v),
+			target: r.cfg.FailoverTarget, skipped: errString(err), isolates: true}
 	case fault.KillAll:
 		for _, n := range members {
 			_ = n.Kill()
