@@ -57,7 +57,7 @@ func (c *Cluster) reconcileOnce() {
 		want := e.Has(self)
 		r := c.cfg.Slots.Get(s)
 		if r != nil && r.Removed() {
-			// Raft shut the replica down: the group removed it.
+			// Raft shut the replica down.
 			c.dropReplica(s, r, !want)
 			if !want {
 				continue

@@ -24,6 +24,12 @@ func rep(state raft.RaftState, term, cfgIdx, applied uint64, voters, nonvoters [
 		Member: slices.Contains(voters, self) || slices.Contains(nonvoters, self)}}
 }
 
+// gated marks a replica's report as not voting until caught up.
+func gated(r SlotReplicaState) SlotReplicaState {
+	r.Gated = true
+	return r
+}
+
 func view(reports map[string]map[int]SlotReplicaState) View {
 	v := View{Nodes: map[string]NodeStatus{}}
 	for id, slots := range reports {
@@ -75,6 +81,15 @@ func TestTruthAndSlotState(t *testing.T) {
 				"a": {0: rep(raft.Leader, 2, 9, 1000, abc, nil, "a")},
 				"b": {0: rep(raft.Follower, 2, 9, 1000, abc, nil, "b")},
 				"c": {0: rep(raft.Follower, 2, 9, 100, abc, nil, "c")},
+			},
+			target: abc, leader: "a", voters: abc, state: "degraded",
+		},
+		{
+			name: "a voter at the leader's index that does not vote yet (it started empty): degraded",
+			reports: map[string]map[int]SlotReplicaState{
+				"a": {0: rep(raft.Leader, 2, 9, 100, abc, nil, "a")},
+				"b": {0: rep(raft.Follower, 2, 9, 100, abc, nil, "b")},
+				"c": {0: gated(rep(raft.Follower, 2, 9, 100, abc, nil, "c"))},
 			},
 			target: abc, leader: "a", voters: abc, state: "degraded",
 		},
@@ -262,6 +277,33 @@ func TestReplicaWatcher(t *testing.T) {
 	c.watchReplicas(st, up, t0.Add(50*time.Millisecond))
 	if i := logs.at(slog.LevelInfo); len(i) != 1 || !strings.Contains(i[0], "again") {
 		t.Fatalf("info %v", i)
+	}
+}
+
+// A voter that reports itself gated (started empty, not voting until it
+// has caught up) is a problem of its node even at the leader's index, and
+// the warning says why.
+func TestReplicaWatcherNamesAReplicaThatDoesNotVoteYet(t *testing.T) {
+	logs := &logRecords{}
+	c := &Cluster{cfg: Config{ReplicaWarnAfter: 20 * time.Millisecond}, log: slog.New(logs)}
+	st := &raftfsm.MetaState{SlotCount: 1, Slots: []model.SlotEntry{{Replicas: abc}}}
+	v := view(map[string]map[int]SlotReplicaState{
+		"a": {0: rep(raft.Leader, 2, 9, 100, abc, nil, "a")},
+		"b": {0: rep(raft.Follower, 2, 9, 100, abc, nil, "b")},
+		"c": {0: gated(rep(raft.Follower, 2, 9, 100, abc, nil, "c"))},
+	})
+	t0 := time.Now()
+	c.watchReplicas(st, v, t0)
+	c.watchReplicas(st, v, t0.Add(30*time.Millisecond))
+	if w := logs.at(slog.LevelWarn); len(w) != 1 {
+		t.Fatalf("warnings %v, want one", w)
+	}
+	logs.mu.Lock()
+	var attrs []string
+	logs.recs[len(logs.recs)-1].Attrs(func(a slog.Attr) bool { attrs = append(attrs, a.String()); return true })
+	logs.mu.Unlock()
+	if s := strings.Join(attrs, " "); !strings.Contains(s, "node=c") || !strings.Contains(s, "slot 0 not voting until caught up (behind by 0 entries)") {
+		t.Fatalf("warning says %s", s)
 	}
 }
 

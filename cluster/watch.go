@@ -59,7 +59,14 @@ func (c *Cluster) watchReplicas(st *raftfsm.MetaState, view View, now time.Time)
 			case !ok:
 				problems[id] = append(problems[id], fmt.Sprintf("slot %d unreachable", s))
 			case contains(t.Voters, id) && !raftgroup.CaughtUp(ls.Status, fs.Status):
-				problems[id] = append(problems[id], fmt.Sprintf("slot %d behind by %d entries", s, ls.CommitIndex-min(ls.CommitIndex, fs.Applied)))
+				behind := ls.CommitIndex - min(ls.CommitIndex, fs.Applied)
+				if fs.Gated {
+					// It started empty (or replaced a deleted replica)
+					// and does not vote until it has caught up.
+					problems[id] = append(problems[id], fmt.Sprintf("slot %d not voting until caught up (behind by %d entries)", s, behind))
+					break
+				}
+				problems[id] = append(problems[id], fmt.Sprintf("slot %d behind by %d entries", s, behind))
 			}
 		}
 	}

@@ -918,8 +918,10 @@ func (g *Group) Leader() (id, addr string) {
 // State is the replica's raft state (follower, candidate, leader, shutdown).
 func (g *Group) State() raft.RaftState { return g.raft.State() }
 
-// Removed reports whether raft shut this replica down after the group
-// removed it (ShutdownOnRemove).
+// Removed reports whether raft has shut this replica down. With
+// ShutdownOnRemove off (Open) raft does not do that when the group removes
+// the replica: its node retires it once the leader confirms it is out
+// (cluster maybeRetire).
 func (g *Group) Removed() bool { return g.raft.State() == raft.Shutdown }
 
 // LastIndex is the last index in the replica's log.

@@ -1316,8 +1316,8 @@ func (r *Replica) Status() raftgroup.Status {
 	return st
 }
 
-// Removed reports whether raft shut this replica down after the group
-// removed it (ShutdownOnRemove).
+// Removed reports whether raft has shut this replica down (raftgroup
+// Group.Removed).
 func (r *Replica) Removed() bool { return r.g.Removed() }
 
 // Destroy deletes the replica's data after Close: its key span in Pebble,
