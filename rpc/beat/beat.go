@@ -506,9 +506,10 @@ type Transport struct {
 	// TestFailoverWithinTwoSeconds).
 	bmu    sync.Mutex
 	behind map[raft.ServerAddress]bool
-	// lagKicked: when a follower whose heartbeat answer showed it short of
-	// committed entries last started a catch-up (heartbeatAnswered).
-	lagKicked map[raft.ServerAddress]time.Time
+	// lag: the followers whose heartbeat answers show them short of
+	// committed entries (heartbeatAnswered); nLag counts them.
+	lag  map[raft.ServerAddress]lagState
+	nLag atomic.Int32
 	// commitSeen: the highest LeaderCommitIndex this group's appends
 	// carried (sawCommit).
 	commitSeen atomic.Uint64
@@ -552,51 +553,75 @@ func (t *Transport) appended(target raft.ServerAddress, err error) {
 }
 
 // heartbeatAnswered runs onResume if target was behind: an append to it
-// had failed, or its answer says it lacks entries this leader knows are
-// committed (its last index below the highest commit index the group's
-// appends carried: raft's heartbeats carry none). The second is a
-// follower that lost its log — its node's data directory was lost and it
-// came back under the same id — while raft's heartbeats to it kept
-// succeeding, as when the node was down for less than a round: raft would
-// find out only from the next append, up to its CommitTimeout tick (15-30
-// s for a slot) away, and until the follower has caught up its replicas
-// do not vote (raftgroup votegate.go), so its groups could not lose
-// another node. Each follower starts at most one such catch-up per
-// lagKickEvery: one that is merely slow under load gets its entries from
-// the appends in flight anyway.
+// had failed, or its answers say it is stuck short of entries this leader
+// knows are committed — its last index below the highest commit index the
+// group's appends carried (raft's heartbeats carry none), and no higher
+// than in an answer at least lagStuckAfter older. That is a follower that
+// lost its log — its node's data directory was lost and it came back
+// under the same id — while raft's heartbeats to it kept succeeding, as
+// when the node was down for less than a round: raft would find out only
+// from its next append, up to the CommitTimeout tick (15-30 s for a slot)
+// away, and until the follower has caught up its replicas do not vote
+// (raftgroup votegate.go), so its groups could not lose another node. A
+// follower that is merely behind under load is being sent entries: its
+// last index moves, and it starts nothing. Either way a follower starts at
+// most one catch-up per lagKickEvery.
 func (t *Transport) heartbeatAnswered(target raft.ServerAddress, resp *raft.AppendEntriesResponse) {
 	lagging := resp != nil && resp.Success && resp.LastLog < t.commitSeen.Load()
-	if t.nBehind.Load() == 0 && !lagging {
+	if t.nBehind.Load() == 0 && t.nLag.Load() == 0 && !lagging {
 		return
 	}
+	now := time.Now()
 	t.bmu.Lock()
-	was := t.behind[target]
-	if was {
+	kick := t.behind[target]
+	if kick {
 		delete(t.behind, target)
 		t.nBehind.Add(-1)
 	}
-	if was || lagging {
-		// One catch-up per lagKickEvery, whichever started it.
-		now := time.Now()
-		if !was && now.Sub(t.lagKicked[target]) >= lagKickEvery {
-			was = true
+	l, tracked := t.lag[target]
+	switch {
+	case !lagging:
+		if tracked {
+			delete(t.lag, target)
+			t.nLag.Add(-1)
 		}
-		if was {
-			if t.lagKicked == nil {
-				t.lagKicked = map[raft.ServerAddress]time.Time{}
-			}
-			t.lagKicked[target] = now
+	case !tracked || l.last != resp.LastLog:
+		if t.lag == nil {
+			t.lag = map[raft.ServerAddress]lagState{}
 		}
+		if !tracked {
+			t.nLag.Add(1)
+		}
+		t.lag[target] = lagState{last: resp.LastLog, since: now, kicked: l.kicked}
+	case now.Sub(l.since) >= lagStuckAfter && now.Sub(l.kicked) >= lagKickEvery:
+		kick = true
+	}
+	if kick && lagging {
+		l := t.lag[target]
+		l.kicked = now
+		t.lag[target] = l
 	}
 	t.bmu.Unlock()
-	if fn := t.onResume.Load(); was && fn != nil {
+	if fn := t.onResume.Load(); kick && fn != nil {
 		go (*fn)()
 	}
 }
 
-// lagKickEvery is how often a follower whose heartbeat answers say it
-// lacks committed entries starts a catch-up at most (heartbeatAnswered).
-const lagKickEvery = 2 * time.Second
+// lagState is what heartbeatAnswered keeps of a follower short of
+// committed entries: its last index, since when it has answered that, and
+// when it last started a catch-up.
+type lagState struct {
+	last          uint64
+	since, kicked time.Time
+}
+
+// A follower short of committed entries whose last index has not moved
+// for lagStuckAfter starts a catch-up, at most one per lagKickEvery
+// (heartbeatAnswered).
+const (
+	lagStuckAfter = time.Second
+	lagKickEvery  = 2 * time.Second
+)
 
 // sawCommit raises the highest commit index an append of this group
 // carried (heartbeatAnswered).

@@ -370,12 +370,50 @@ func TestHeartbeatFromAFollowerShortOfCommittedEntriesCatchesItUp(t *testing.T) 
 		t.Fatalf("a catch-up for a follower holding every committed entry (%d)", n)
 	}
 	followerLast.Store(1) // the follower lost its log
+	start := time.Now()
+	testutil.Eventually(t, 5*time.Second, "the catch-up called", testutil.True(func() bool {
+		hb()
+		return resumed.Load() >= 1
+	}))
+	if d := time.Since(start); d < lagStuckAfter {
+		t.Fatalf("a catch-up after %v, before the follower had been stuck for %v", d, lagStuckAfter)
+	}
+	if n := resumed.Load(); n != 1 {
+		t.Fatalf("%d catch-ups for one stuck follower, want 1", n)
+	}
 	for range 3 {
 		hb()
 	}
-	testutil.Eventually(t, 5*time.Second, "the catch-up called", testutil.True(func() bool { return resumed.Load() >= 1 }))
 	if n := resumed.Load(); n != 1 {
-		t.Fatalf("%d catch-ups for one lagging follower within %v, want 1", n, lagKickEvery)
+		t.Fatalf("%d catch-ups for one stuck follower within %v, want 1", n, lagKickEvery)
+	}
+	// A follower short of committed entries whose last index moves is
+	// being caught up already: no catch-up, however long it lags.
+	other := a.Wrap(9, newNT(t))
+	defer other.Close()
+	var moved atomic.Int64
+	other.OnResume(func() { moved.Add(1) })
+	tb9 := b.Wrap(9, newNT(t))
+	defer tb9.Close()
+	raftStub(t, tb9, &appends)
+	var last9 atomic.Uint64
+	tb9.SetHeartbeatHandler(func(rpc raft.RPC) {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 4, LastLog: last9.Add(1), Success: true}, nil)
+	})
+	if err := other.AppendEntries("b", target, appendReq(4, 1000), &ar); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(lagStuckAfter + 200*time.Millisecond)
+	for time.Now().Before(deadline) {
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("a"), Addr: []byte("a:1")}, Term: 4}
+		var resp raft.AppendEntriesResponse
+		if err := other.AppendEntries("b", target, req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // heartbeats over time: the rule is about time
+	}
+	if n := moved.Load(); n != 0 {
+		t.Fatalf("%d catch-ups for a follower whose last index moves", n)
 	}
 }
 
