@@ -190,17 +190,7 @@ func staleCandidateScenario(t *testing.T, loseData func(*gateNode, *testing.T)) 
 
 // The gate's own decisions, on a replica whose stores hold a known log.
 func TestVoteGateRefusesUntilCaughtUp(t *testing.T) {
-	dir := t.TempDir()
-	db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	stores, err := storage.OpenGroupStores(db, "slot-0", filepath.Join(dir, "g"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stores.Close()
+	stores := gateStores(t)
 	floor := storage.VoteFloor{Term: 7, LastTerm: 6, LastIndex: 40}
 	inner := &chanTransport{ch: make(chan raft.RPC)}
 	gate := newVoteGate(inner, floor, stores, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -247,6 +237,27 @@ func TestVoteGateRefusesUntilCaughtUp(t *testing.T) {
 	}
 }
 
+// gateStores opens an empty replica's stores in a shared raft log file of
+// its own, closed when the test ends.
+func gateStores(t *testing.T) *storage.RaftStores {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores, err := storage.OpenGroupStores(db, "slot-0", filepath.Join(dir, "g"), io.Discard)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stores.Close()
+		db.Close()
+	})
+	return stores
+}
+
 // chanTransport is a raft.Transport whose consumer is a channel the test
 // feeds; the rest is never called.
 type chanTransport struct {
@@ -265,17 +276,7 @@ func (c *chanTransport) SetHeartbeatHandler(cb func(raft.RPC)) { c.hb = cb }
 // more than a bootstrap configuration: the group is being formed), and
 // records each step so a restart goes on learning.
 func TestVoteGateLearnsTheFloorFromLeaders(t *testing.T) {
-	dir := t.TempDir()
-	db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	stores, err := storage.OpenGroupStores(db, "slot-0", filepath.Join(dir, "g"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stores.Close()
+	stores := gateStores(t)
 	var saved []storage.VoteFloor
 	save := func(f storage.VoteFloor) error { saved = append(saved, f); return nil }
 	inner := &chanTransport{ch: make(chan raft.RPC)}
@@ -376,17 +377,7 @@ func TestVoteGateLearnsTheFloorFromLeaders(t *testing.T) {
 
 // A snapshot from the leader is a floor too: its last entry.
 func TestVoteGateLearnsFromASnapshot(t *testing.T) {
-	dir := t.TempDir()
-	db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	stores, err := storage.OpenGroupStores(db, "slot-0", filepath.Join(dir, "g"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stores.Close()
+	stores := gateStores(t)
 	inner := &chanTransport{ch: make(chan raft.RPC)}
 	gate := newVoteGate(inner, storage.VoteFloor{Learn: true}, stores, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer gate.Close()

@@ -263,22 +263,35 @@ func TestInjectReachesTheConsumer(t *testing.T) {
 	}
 }
 
+// catchUpPair is a leader's coalescer a and a peer's b on one loop, the
+// leader's transport of group 8 (ta) counting its catch-ups in resumed,
+// and the peer's stock transport for the test to wrap when the group
+// opens there. All are closed when the test ends.
+func catchUpPair(t *testing.T) (a, b *Coalescer, ta *Transport, ntB *raft.NetworkTransport, resumed *atomic.Int64) {
+	t.Helper()
+	l := newLoop()
+	a, b = New(l, Options{Flush: time.Millisecond}), New(l, Options{Flush: time.Millisecond})
+	ntA := newNT(t)
+	ntB = newNT(t)
+	l.add(string(ntB.LocalAddr()), b)
+	ta = a.Wrap(8, ntA)
+	resumed = new(atomic.Int64)
+	ta.OnResume(func() { resumed.Add(1) })
+	t.Cleanup(func() {
+		ta.Close()
+		b.Close()
+		a.Close()
+	})
+	return a, b, ta, ntB, resumed
+}
+
 // An append that failed in transport (the group not open on the peer yet)
 // marks the follower behind; the next heartbeat it answers runs OnResume
 // (the group's catch-up) once. A follower whose later append went through
 // is not behind any more.
 func TestHeartbeatAfterAFailedAppendResumes(t *testing.T) {
-	l := newLoop()
-	a, b := New(l, Options{Flush: time.Millisecond}), New(l, Options{Flush: time.Millisecond})
-	defer a.Close()
-	defer b.Close()
-	ntA, ntB := newNT(t), newNT(t)
+	a, b, ta, ntB, resumed := catchUpPair(t)
 	target := ntB.LocalAddr()
-	l.add(string(target), b)
-	ta := a.Wrap(8, ntA)
-	defer ta.Close()
-	var resumed atomic.Int64
-	ta.OnResume(func() { resumed.Add(1) })
 	hb := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("a"), Addr: []byte("a:1")}, Term: 4}
 	var ar raft.AppendEntriesResponse
 	if err := ta.AppendEntries("b", target, appendReq(4, 2), &ar); err == nil {
@@ -324,23 +337,15 @@ func TestHeartbeatAfterAFailedAppendResumes(t *testing.T) {
 	}
 }
 
-// A follower whose heartbeat answers say it lacks entries the leader has
-// committed (its LastLog below the heartbeat's LeaderCommitIndex: a node
-// that lost its data came back under the same id, and no append to it
-// failed) gets a catch-up (OnResume), at most one per lagKickEvery; one
-// that has the committed entries gets none.
+// A follower whose heartbeat answers stay short of entries the leader has
+// committed (its LastLog below the commit index the group's appends
+// carried, unchanged for lagStuckAfter: a node that lost its data came
+// back under the same id, and no append to it failed) gets a catch-up
+// (OnResume), at most one per lagKickEvery; one that holds the committed
+// entries, or whose LastLog moves, gets none.
 func TestHeartbeatFromAFollowerShortOfCommittedEntriesCatchesItUp(t *testing.T) {
-	l := newLoop()
-	a, b := New(l, Options{Flush: time.Millisecond}), New(l, Options{Flush: time.Millisecond})
-	defer a.Close()
-	defer b.Close()
-	ntA, ntB := newNT(t), newNT(t)
+	a, b, ta, ntB, resumed := catchUpPair(t)
 	target := ntB.LocalAddr()
-	l.add(string(target), b)
-	ta := a.Wrap(8, ntA)
-	defer ta.Close()
-	var resumed atomic.Int64
-	ta.OnResume(func() { resumed.Add(1) })
 	tb := b.Wrap(8, ntB)
 	defer tb.Close()
 	var appends atomic.Int64
