@@ -198,7 +198,15 @@ func Open(cfg Config) (*Group, error) {
 	rc.ElectionTimeout = t.ElectionTimeout
 	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
 	rc.CommitTimeout = t.CommitTimeout
-	rc.BatchApplyCh = true
+	// No BatchApplyCh: with it raft's apply channel is buffered, and an
+	// entry still in the buffer when raft shuts down is never answered
+	// (its future has no shutdown channel), so its Apply — a proposer
+	// worker — waited forever, and the replica's Close with it
+	// (TestApplyReturnsWhenTheGroupCloses). Unbuffered, an Apply hands
+	// its entry to a raft loop that answers it, and raft's leader still
+	// commits every entry waiting to be handed over as one group (its
+	// group-commit loop); a slot has one or two Apply callers at a time.
+	rc.BatchApplyCh = false
 	rc.MaxAppendEntries = 256
 	rc.NoSnapshotRestoreOnStart = cfg.NoRestoreOnStart
 	rc.NoLegacyTelemetry = true

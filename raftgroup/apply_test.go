@@ -1,0 +1,50 @@
+package raftgroup
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
+)
+
+// Apply returns once the group is closed, whatever it was waiting for.
+// With raft's buffered apply channel (BatchApplyCh) an entry still in the
+// buffer when raft shut down was never answered, and its caller — a
+// proposer worker — waited forever, and with it the replica's Close: the
+// slot tests hung on it (TestReplicaDestroyAndRecreate, in make test).
+func TestApplyReturnsWhenTheGroupCloses(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		dirs, addrs := replicaPlaces(t, 1)
+		g := openTrioAt(t, slowTiming, dirs, addrs, true)[0]
+		var applied atomic.Int64
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_, _ = g.Apply([]byte("x"))
+					applied.Add(1)
+				}
+			}()
+		}
+		testutil.Eventually(t, 5*time.Second, "entries applied", testutil.True(func() bool { return applied.Load() >= 100 }))
+		g.Close()
+		close(stop)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: an Apply was still waiting 10 s after Close", round)
+		}
+	}
+}
