@@ -1,6 +1,7 @@
 package raftgroup
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,10 +11,12 @@ import (
 )
 
 // Apply returns once the group is closed, whatever it was waiting for.
-// With raft's buffered apply channel (BatchApplyCh) an entry still in the
-// buffer when raft shut down was never answered, and its caller — a
-// proposer worker — waited forever, and with it the replica's Close: the
-// slot tests hung on it (TestReplicaDestroyAndRecreate, in make test).
+// hashicorp/raft leaves some futures unanswered when it shuts down (an
+// entry in its buffered apply channel, or committed and queued for the
+// FSM), and their waiter — a proposer worker — waited forever, and with
+// it the replica's Close: the slot tests hung on it
+// (TestReplicaDestroyAndRecreate, in make test). Group.await gives up on
+// them once raft has shut down.
 func TestApplyReturnsWhenTheGroupCloses(t *testing.T) {
 	for round := 0; round < 20; round++ {
 		dirs, addrs := replicaPlaces(t, 1)
@@ -44,7 +47,8 @@ func TestApplyReturnsWhenTheGroupCloses(t *testing.T) {
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: an Apply was still waiting 10 s after Close", round)
+			buf := make([]byte, 1<<20)
+			t.Fatalf("round %d: an Apply was still waiting 10 s after Close:\n%s", round, buf[:runtime.Stack(buf, true)])
 		}
 	}
 }

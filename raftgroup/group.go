@@ -141,6 +141,7 @@ type Group struct {
 	gate   *voteGate // nil: votes go to raft unchecked
 	notify chan bool
 	closed chan struct{}
+	shut   chan struct{} // closed once raft has shut down (await)
 	wg     sync.WaitGroup
 	once   sync.Once
 
@@ -198,15 +199,7 @@ func Open(cfg Config) (*Group, error) {
 	rc.ElectionTimeout = t.ElectionTimeout
 	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
 	rc.CommitTimeout = t.CommitTimeout
-	// No BatchApplyCh: with it raft's apply channel is buffered, and an
-	// entry still in the buffer when raft shuts down is never answered
-	// (its future has no shutdown channel), so its Apply — a proposer
-	// worker — waited forever, and the replica's Close with it
-	// (TestApplyReturnsWhenTheGroupCloses). Unbuffered, an Apply hands
-	// its entry to a raft loop that answers it, and raft's leader still
-	// commits every entry waiting to be handed over as one group (its
-	// group-commit loop); a slot has one or two Apply callers at a time.
-	rc.BatchApplyCh = false
+	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
 	rc.NoSnapshotRestoreOnStart = cfg.NoRestoreOnStart
 	rc.NoLegacyTelemetry = true
@@ -280,7 +273,7 @@ func Open(cfg Config) (*Group, error) {
 		_ = stores.Close()
 		return nil, fmt.Errorf("%s: start raft: %w", cfg.Name, err)
 	}
-	g := &Group{cfg: cfg, timing: t, raft: r, stores: stores, logs: logs, trans: rt, gate: gate, notify: notify, closed: make(chan struct{})}
+	g := &Group{cfg: cfg, timing: t, raft: r, stores: stores, logs: logs, trans: rt, gate: gate, notify: notify, closed: make(chan struct{}), shut: make(chan struct{})}
 	g.wg.Add(1)
 	go g.watchLeadership()
 	g.observe()
@@ -825,10 +818,36 @@ func (g *Group) barrier() bool {
 	}
 }
 
+// await waits for a future of an Apply or Barrier, or until raft has shut
+// down. hashicorp/raft does not answer every such future when it stops —
+// an entry still in its buffered apply channel (BatchApplyCh), or
+// committed and queued for the FSM goroutine, which stops too — and those
+// futures carry no shutdown channel: their waiters, proposer workers, and
+// the replica's Close behind them, waited forever
+// (TestApplyReturnsWhenTheGroupCloses; make test hung on it in slot's
+// TestReplicaDestroyAndRecreate). The outcome of an entry given up on is
+// unknown to the caller, as for any failed Apply. The wait costs a
+// goroutine per entry; one that raft never answers stays parked.
+func (g *Group) await(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-g.shut:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
+}
+
 // Apply commits one entry and returns the FSM's per-command results.
 func (g *Group) Apply(data []byte) ([]model.Result, error) {
 	f := g.raft.Apply(data, 10*time.Second)
-	if err := f.Error(); err != nil {
+	if err := g.await(f); err != nil {
 		return nil, mapRaftErr(err)
 	}
 	switch v := f.Response().(type) {
@@ -844,7 +863,7 @@ func (g *Group) Apply(data []byte) ([]model.Result, error) {
 // Barrier waits until every entry committed before it is applied locally
 // (leader only).
 func (g *Group) Barrier(timeout time.Duration) error {
-	if err := g.raft.Barrier(timeout).Error(); err != nil {
+	if err := g.await(g.raft.Barrier(timeout)); err != nil {
 		return mapRaftErr(err)
 	}
 	return nil
@@ -1002,6 +1021,7 @@ func (g *Group) Close() error {
 		if e := g.raft.Shutdown().Error(); e != nil {
 			err = fmt.Errorf("%s: raft shutdown: %w", g.cfg.Name, e)
 		}
+		close(g.shut)
 		closeTransport(g.trans, nil)
 		if e := g.stores.Close(); e != nil && err == nil {
 			err = e
