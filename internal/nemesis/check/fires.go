@@ -375,6 +375,14 @@ func Fires(h *history.History, opt FireOptions) FireResult {
 			dup.Window = faultAt(due, false, cbt, int64(opt.FailoverAllowance))
 		}
 		if dup.Window == "" {
+			// Due in no unplanned fault's window, but the first copy's
+			// sender was cut off by one while that copy was in flight
+			// (the next cycle's kill, say) and a successor sent it
+			// again: the in-flight duplicate the contract allows, also
+			// when it was due during a planned move.
+			dup.Window = cutOffBy(h.Faults, ds[0], ds[1], cbt)
+		}
+		if dup.Window == "" {
 			dup.Planned = faultAt(due, true, cbt, int64(opt.FailoverAllowance))
 		}
 		switch {
@@ -504,6 +512,22 @@ func isolatedSender(faults []history.Fault, d history.Delivery, ack, cbt int64) 
 		}
 		if d.Recv.Mono >= f.Start.Mono-cbt && d.Recv.Mono <= f.End.Mono && ack >= f.Start.Mono {
 			return fmt.Sprintf("sent by %s as its %s began at %.3fs", d.From, f.Kind, sec(f.Start.Mono))
+		}
+	}
+	return ""
+}
+
+// cutOffBy names the kind of the unplanned fault that stopped first's
+// sender (kill, pause, partition, kill-all) after first was received and
+// before second was, at most cbt after first was sent; "" when none did.
+func cutOffBy(faults []history.Fault, first, second history.Delivery, cbt int64) string {
+	for _, g := range faults {
+		stops := g.Isolates || g.Kind == "kill-all"
+		if g.Planned || !stops || first.From == "" || !slices.Contains(g.Targets, first.From) {
+			continue
+		}
+		if g.Start.Mono >= first.Recv.Mono && g.Start.Mono <= first.Recv.Mono+cbt && g.Start.Mono <= second.Recv.Mono {
+			return g.Kind
 		}
 	}
 	return ""

@@ -272,3 +272,25 @@ func TestFiresInFlightAtAFailover(t *testing.T) {
 		t.Fatalf("a sender the fault did not cut off: %+v", res)
 	}
 }
+
+// An attempt due during a planned move whose sender is killed by the next
+// (unplanned) fault while the copy is in flight, and sent again by the
+// successor, is the in-flight duplicate the contract allows — not a
+// duplicate of the planned move (the full nemesis of 2026-11-26, r16:
+// SIGTERM of n1, then the wipe of n2 cut n2's callback).
+func TestDuplicateCutOffByTheNextFaultIsInItsWindow(t *testing.T) {
+	b := newFB().create("a", 0, 10, 1000).fault("sigterm", true, 500, 1500)
+	b.h.Faults = append(b.h.Faults, history.Fault{ID: 2, Kind: "wipe", Isolates: true, Targets: []string{"n2"}, Start: ms(4200), End: ms(7000)})
+	b.deliver("a", 1000, 1, 3300, 4200, "gone").deliver("a", 1000, 1, 4300, 4301, "200")
+	b.h.Deliveries[0].From = "n2"
+	res := b.check()
+	if len(res.PlannedDups) != 0 || res.InWindowByKind["wipe"] != 1 || res.Violations() != 0 {
+		t.Fatalf("planned %v, in window %v, violations %d: want the duplicate in the wipe's window", res.PlannedDups, res.InWindowByKind, res.Violations())
+	}
+	// The same copies with no fault cutting the sender off stay a
+	// duplicate of the planned move.
+	b.h.Faults = b.h.Faults[:1]
+	if res := b.check(); len(res.PlannedDups) != 1 {
+		t.Fatalf("planned %v: want the duplicate counted against the planned move", res.PlannedDups)
+	}
+}
