@@ -180,18 +180,27 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 	for _, m := range dht.Diff(assignments(st), desired) {
 		moves = append(moves, model.Move{Slot: m.Slot, From: m.From, To: m.To, Kind: "replica"})
 	}
-	// Leadership: the first replica of each slot's new placement is the
-	// leader the balancer moves it to (once the slot's replicas are in
-	// place), so the answer says where leaderships go too, and --wait
-	// can wait for them.
-	view := c.CachedView(ctx, 2*time.Second)
+	// Leadership: the balancer moves each slot's leadership to the target
+	// dht.LeaderTargets picks from the new placement among the nodes that
+	// are up (balanceLeaders, once the slot's replicas are in place), so
+	// the answer says where leaderships go too, and --wait can wait for
+	// them. A node inside its failure grace period keeps its replicas but
+	// is not up: a slot it would lead goes to a stand-in, never to it.
+	// The view is asked now, not taken from the cache: a node that died a
+	// moment ago must not be planned as a leader.
+	view := c.RefreshView(ctx)
+	targets := dht.LeaderTargets(desired, upNodes(st, view))
 	leaderMoved := map[int]bool{}
 	for _, a := range desired {
-		if len(a.Replicas) == 0 || a.Slot >= st.SlotCount {
+		if a.Slot >= st.SlotCount {
 			continue
 		}
-		if cur := view.Truth(a.Slot).Leader; cur != "" && cur != a.Replicas[0] {
-			moves = append(moves, model.Move{Slot: a.Slot, From: cur, To: a.Replicas[0], Kind: "leader"})
+		want, ok := targets[a.Slot]
+		if !ok {
+			continue
+		}
+		if cur := view.Truth(a.Slot).Leader; cur != "" && cur != want {
+			moves = append(moves, model.Move{Slot: a.Slot, From: cur, To: want, Kind: "leader"})
 			leaderMoved[a.Slot] = true
 		}
 	}

@@ -241,6 +241,19 @@ func (c *Cluster) eligible(st *raftfsm.MetaState) []string {
 	return out
 }
 
+// upNodes lists the nodes that may lead: alive in the node table and
+// answering in view. Rebalance plans leaderships with it, as
+// balanceLeaders moves them.
+func upNodes(st *raftfsm.MetaState, view View) []string {
+	var up []string
+	for _, id := range alive(st) {
+		if _, ok := view.Nodes[id]; ok {
+			up = append(up, id)
+		}
+	}
+	return up
+}
+
 func alive(st *raftfsm.MetaState) []string {
 	var out []string
 	for _, nd := range st.NodeList() {
@@ -382,13 +395,7 @@ func leaderAssignments(st *raftfsm.MetaState) []dht.Assignment {
 // preferred leader, when set and alive, is its target): a few planned
 // transfers per pass, only for slots whose configuration is their target.
 func (c *Cluster) balanceLeaders(ctx context.Context, st *raftfsm.MetaState, view View) {
-	var up []string
-	for _, id := range alive(st) {
-		if _, ok := view.Nodes[id]; ok {
-			up = append(up, id)
-		}
-	}
-	targets := dht.LeaderTargets(leaderAssignments(st), up)
+	targets := dht.LeaderTargets(leaderAssignments(st), upNodes(st, view))
 	moved := 0
 	for s := 0; s < st.SlotCount && moved < 4; s++ {
 		want, ok := targets[s]

@@ -1033,3 +1033,51 @@ func TestOpsMetaLeaderChangeMidMove(t *testing.T) {
 		t.Fatalf("n4 holds %d replicas, want 9", nd.Replicas)
 	}
 }
+
+// A rebalance planned while a node is down but inside its failure grace
+// period (it keeps its replicas there) never plans a leadership onto it:
+// its slots' leader moves name the stand-ins the balancer will pick, and
+// every leader move of the answer is carried out, so `--wait` finishes.
+func TestOpsRebalanceWithADeadNodePlansLeadersOnLiveNodes(t *testing.T) {
+	tc := startCluster(t, 3, nil) // FailureGrace: an hour
+	tc.kill(2)
+	testutil.Eventually(t, 20*time.Second, "every slot led by n1 or n2", func() error {
+		for _, s := range tc.info("").Slots {
+			if s.Leader == "" || s.Leader == "n3" {
+				return fmt.Errorf("slot %d led by %q", s.Slot, s.Leader)
+			}
+		}
+		return nil
+	})
+	onDead := func(moves []model.Move) error {
+		for _, m := range moves {
+			if m.To == "n3" {
+				return fmt.Errorf("move %+v plans the dead node", m)
+			}
+		}
+		return nil
+	}
+	plan, err := tc.nodes[0].svc.Rebalance(opCtx(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := onDead(plan); err != nil {
+		t.Fatalf("dry run: %v (plan %+v)", err, plan)
+	}
+	moves, err := tc.nodes[0].svc.Rebalance(opCtx(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := onDead(moves); err != nil {
+		t.Fatalf("rebalance: %v (moves %+v)", err, moves)
+	}
+	testutil.Eventually(t, 30*time.Second, "every planned leadership in place", func() error {
+		info := tc.info("")
+		for _, m := range moves {
+			if m.Kind == "leader" && m.To != "" && info.Slots[m.Slot].Leader != m.To {
+				return fmt.Errorf("slot %d led by %q, planned %s", m.Slot, info.Slots[m.Slot].Leader, m.To)
+			}
+		}
+		return nil
+	})
+}
