@@ -120,3 +120,26 @@ func hasCollection(st *MetaState, name string) bool {
 	_, ok := st.Collections.Get(name)
 	return ok
 }
+
+// default always exists (API.md §2): its first PUT answers 200, as a
+// replacement, while any other collection's first PUT creates it.
+func TestPutCollectionDefaultIsAReplacement(t *testing.T) {
+	m := NewMetaFSM()
+	for i, tc := range []struct {
+		name string
+		want model.Code
+	}{
+		{model.DefaultCollection, model.CodeOK},
+		{model.DefaultCollection, model.CodeOK},
+		{"c1", model.CodeCreated},
+		{"c1", model.CodeOK},
+	} {
+		r := applyMeta(t, m, uint64(i+1), &PutCollection{C: model.Collection{Name: tc.name, RetentionMs: 1000}, Now: int64(i + 1)})
+		if r[0].Code != tc.want {
+			t.Fatalf("PUT %d of %q: code %v, want %v", i, tc.name, r[0].Code, tc.want)
+		}
+	}
+	if c, ok := m.State().Collection(model.DefaultCollection); !ok || c.RetentionMs != 1000 {
+		t.Fatalf("default after its PUT: %+v %v", c, ok)
+	}
+}

@@ -168,6 +168,10 @@ func (s *MetaState) apply(c Command) model.Result {
 		if ok {
 			nc.CreatedAt = old.CreatedAt
 			code = model.CodeOK
+		} else if nc.Name == model.DefaultCollection {
+			// default always exists (API.md §2): the first PUT replaces
+			// its implicit configuration, it does not create it.
+			code = model.CodeOK
 		}
 		nc.Deleting = false
 		s.Collections.Set(nc.Name, &nc)
