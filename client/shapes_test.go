@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"reflect"
 	"testing"
@@ -493,6 +494,35 @@ func TestOccurrenceID(t *testing.T) {
 		s, at, ok := ParseOccurrenceID(tc.id)
 		if s != tc.sched || at != tc.at || ok != tc.ok {
 			t.Errorf("ParseOccurrenceID(%q) = %q, %d, %v", tc.id, s, at, ok)
+		}
+	}
+}
+
+// TestAnswersRoundTripEveryKey: the CLI's -o json encodes these types, so
+// a field the server always sends, zero or not, is kept (answers as the
+// server rendered them on 2026-11-26).
+func TestAnswersRoundTripEveryKey(t *testing.T) {
+	for _, tc := range []struct {
+		answer string
+		v      any
+	}{
+		{`{"id":"j1","collection":"default","trigger_time":1795733212210,"callback_url":"http://127.0.0.1:29399/x","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},"callback_timeout":"10s","status":"scheduled","attempts":0,"last_error":"","version":1,"created_at":1795729612210,"updated_at":1795729612210,"finished_at":0,"next_attempt_at":1795733212210}`, &Job{}},
+		{`{"name":"default","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},"callback_timeout":"10s","retention":"24h0m0s","signing_secret_set":false,"status":"active","created_at":0,"updated_at":0}`, &Collection{}},
+		{`{"name":"r1","webhook_url":"http://127.0.0.1:29399/x","headers":{},"signing_secret_set":false,"created_at":1795729612224,"updated_at":1795729612224}`, &Route{}},
+		{`{"id":"s1","collection":"default","every":"1h0m0s","timezone":"UTC","callback_url":"http://127.0.0.1:29399/x","paused":false,"next_fire_at":1795733212233,"last_fire_at":0,"last_status":"","missed":0,"version":1,"created_at":1795729612233,"updated_at":1795729612233}`, &Schedule{}},
+	} {
+		if err := json.Unmarshal([]byte(tc.answer), tc.v); err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(tc.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got map[string]any
+		_ = json.Unmarshal([]byte(tc.answer), &want)
+		_ = json.Unmarshal(out, &got)
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("%T: re-encoded\n%s\nwant the answer's keys and values\n%s", tc.v, out, tc.answer)
 		}
 	}
 }

@@ -69,14 +69,14 @@ type Job struct {
 	CallbackTimeout string       `json:"callback_timeout,omitempty"`
 
 	// Read-only, set by the server.
-	Collection string `json:"collection,omitempty"`
-	Status     string `json:"status,omitempty"` // StatusScheduled, StatusSucceeded, StatusFailed
-	Attempts   int    `json:"attempts,omitempty"`
-	LastError  string `json:"last_error,omitempty"`
-	Version    int64  `json:"version,omitempty"`
-	CreatedAt  int64  `json:"created_at,omitempty"`
-	UpdatedAt  int64  `json:"updated_at,omitempty"`
-	FinishedAt int64  `json:"finished_at,omitempty"`
+	Collection string `json:"collection"`
+	Status     string `json:"status"` // StatusScheduled, StatusSucceeded, StatusFailed
+	Attempts   int    `json:"attempts"`
+	LastError  string `json:"last_error"`
+	Version    int64  `json:"version"`
+	CreatedAt  int64  `json:"created_at"`
+	UpdatedAt  int64  `json:"updated_at"`
+	FinishedAt int64  `json:"finished_at"`
 	// Schedule is the schedule this job is an occurrence of, when the
 	// server reports it (the id then is OccurrenceID(Schedule, time)).
 	Schedule string `json:"schedule,omitempty"`
@@ -207,7 +207,7 @@ type Schedule struct {
 	// Every is a fixed interval as a Go duration ("30s").
 	Every string `json:"every,omitempty"`
 	// Timezone is an IANA name for Cron (default UTC); DST as cron does.
-	Timezone        string       `json:"timezone,omitempty"`
+	Timezone        string       `json:"timezone"`
 	CallbackURL     string       `json:"callback_url,omitempty"`
 	Route           string       `json:"route,omitempty"`
 	Meta            Meta         `json:"meta,omitempty"`
@@ -216,19 +216,19 @@ type Schedule struct {
 	// StartAt and EndAt bound the occurrences (Unix ms; 0: unbounded).
 	StartAt int64 `json:"start_at,omitempty"`
 	EndAt   int64 `json:"end_at,omitempty"`
-	Paused  bool  `json:"paused,omitempty"`
+	Paused  bool  `json:"paused"`
 
 	// Read-only, set by the server.
-	Collection string `json:"collection,omitempty"`
-	NextFireAt int64  `json:"next_fire_at,omitempty"`
-	LastFireAt int64  `json:"last_fire_at,omitempty"`
-	LastStatus string `json:"last_status,omitempty"`
+	Collection string `json:"collection"`
+	NextFireAt int64  `json:"next_fire_at"`
+	LastFireAt int64  `json:"last_fire_at"`
+	LastStatus string `json:"last_status"`
 	// Missed counts occurrences skipped because no node could fire them in
 	// time (only the most recent missed one fires).
-	Missed    int64 `json:"missed,omitempty"`
-	Version   int64 `json:"version,omitempty"`
-	CreatedAt int64 `json:"created_at,omitempty"`
-	UpdatedAt int64 `json:"updated_at,omitempty"`
+	Missed    int64 `json:"missed"`
+	Version   int64 `json:"version"`
+	CreatedAt int64 `json:"created_at"`
+	UpdatedAt int64 `json:"updated_at"`
 }
 
 type scheduleSpec struct {
@@ -294,10 +294,10 @@ type Collection struct {
 	SigningSecret string `json:"signing_secret,omitempty"`
 
 	// Read-only, set by the server.
-	SigningSecretSet bool   `json:"signing_secret_set,omitempty"`
-	Status           string `json:"status,omitempty"` // "active", or "deleting"
-	CreatedAt        int64  `json:"created_at,omitempty"`
-	UpdatedAt        int64  `json:"updated_at,omitempty"`
+	SigningSecretSet bool   `json:"signing_secret_set"`
+	Status           string `json:"status"` // "active", or "deleting"
+	CreatedAt        int64  `json:"created_at"`
+	UpdatedAt        int64  `json:"updated_at"`
 }
 
 type collectionSpec struct {
@@ -330,7 +330,7 @@ type Route struct {
 	// Name is taken from the request path; it is not sent in the body.
 	Name       string            `json:"name,omitempty"`
 	WebhookURL string            `json:"webhook_url"`
-	Headers    map[string]string `json:"headers,omitempty"`
+	Headers    map[string]string `json:"headers"`
 	// SigningSecret wins over the collection's.
 	SigningSecret string `json:"signing_secret,omitempty"`
 	Timeout       string `json:"timeout,omitempty"`
@@ -340,9 +340,9 @@ type Route struct {
 	Batch       *RouteBatch `json:"batch,omitempty"`
 
 	// Read-only, set by the server.
-	SigningSecretSet bool  `json:"signing_secret_set,omitempty"`
-	CreatedAt        int64 `json:"created_at,omitempty"`
-	UpdatedAt        int64 `json:"updated_at,omitempty"`
+	SigningSecretSet bool  `json:"signing_secret_set"`
+	CreatedAt        int64 `json:"created_at"`
+	UpdatedAt        int64 `json:"updated_at"`
 }
 
 type routeSpec struct {
