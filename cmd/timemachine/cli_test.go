@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -376,5 +378,40 @@ func TestCLIWait(t *testing.T) {
 	var dr client.DrainResult
 	if code != 0 || json.Unmarshal([]byte(out), &dr) != nil || dr.Node != "n2" || !strings.Contains(errs, "done: the drain of n2") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+}
+
+// token new prints its token and auth-file entry as the help's examples
+// say: two lines by default, one JSON object with -o json (or --json); the
+// entry holds the token's SHA-256.
+func TestCLITokenNew(t *testing.T) {
+	for _, args := range [][]string{
+		{"token", "new", "--role", "reader", "--name", "dashboards", "-o", "json"},
+		{"token", "new", "--role", "reader", "--name", "dashboards", "--json"},
+	} {
+		out, errs, code := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, %s", args, code, errs)
+		}
+		var got struct {
+			Token string `json:"token"`
+			Entry struct {
+				Name, SHA256, Role string
+			} `json:"entry"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%v: %v in %q", args, err, out)
+		}
+		sum := sha256.Sum256([]byte(got.Token))
+		if got.Entry.SHA256 != hex.EncodeToString(sum[:]) || got.Entry.Role != "reader" || got.Entry.Name != "dashboards" {
+			t.Fatalf("%v: %+v", args, got)
+		}
+	}
+	out, _, code := runCLI(t, "token", "new", "--role", "admin")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "{") {
+		t.Fatalf("table: exit %d, %q", code, out)
+	}
+	if _, errs, code := runCLI(t, "token", "new", "--role", "admin", "-o", "yaml"); code != exitUsage || !strings.Contains(errs, "want table or json") {
+		t.Fatalf("-o yaml: exit %d, %q", code, errs)
 	}
 }

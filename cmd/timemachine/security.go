@@ -19,7 +19,7 @@ import (
 // addSecurityFlags registers the server's security flags (API.md §6,
 // docs/threat-model.md).
 func addSecurityFlags(f *pflag.FlagSet, cfg *node.Config) {
-	f.StringVar(&cfg.AuthFile, "auth-file", "", "require API tokens: a JSON file of token digests and roles (re-read on SIGHUP; `timemachine token new` makes entries)")
+	f.StringVar(&cfg.AuthFile, "auth-file", "", "require API tokens: a JSON file of token digests and roles (re-read on SIGHUP; 'timemachine token new' makes entries)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS on --http-addr with this PEM certificate (reloaded on SIGHUP)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "the PEM key of --tls-cert")
 	f.StringVar(&cfg.PeerTLSCert, "peer-tls-cert", "", "mutual TLS on --bind-addr: this node's PEM certificate, signed by --peer-tls-ca (reloaded on SIGHUP)")

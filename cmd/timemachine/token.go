@@ -17,6 +17,7 @@ func newTokenCmd() *cobra.Command {
 		collections []string
 		name        string
 		asJSON      bool
+		output      string
 	)
 	create := &cobra.Command{
 		Use:   "new",
@@ -44,7 +45,7 @@ the entry to the auth file of every node, then send the nodes SIGHUP.`,
 				return err
 			}
 			entry := auth.NewEntry(name, r, collections, tok)
-			if asJSON {
+			if asJSON || output == outputJSON {
 				return printJSON(cmd.OutOrStdout(), struct {
 					Token string     `json:"token"`
 					Entry auth.Entry `json:"entry"`
@@ -64,7 +65,8 @@ the entry to the auth file of every node, then send the nodes SIGHUP.`,
 	f.StringVar(&role, "role", "", "reader, writer or admin (required)")
 	f.StringSliceVar(&collections, "collection", nil, "limit the token to this collection (repeat or comma-separate; default: every collection)")
 	f.StringVar(&name, "name", "", "a name for the token in logs and error messages")
-	f.BoolVar(&asJSON, "json", false, `print {"token","entry"} as JSON`)
+	f.StringVarP(&output, "output", "o", outputTable, `table (the token, then its entry, a line each) or json ({"token","entry"})`)
+	f.BoolVar(&asJSON, "json", false, "the same as -o json")
 	_ = create.MarkFlagRequired("role")
 	cmd.AddCommand(create)
 	return cmd
