@@ -79,24 +79,36 @@ progress until every planned move is done and the cluster is healthy again
 			if err != nil || !wait || dryRun {
 				return err
 			}
-			return cf.waitFor(cmd, cl, "the rebalance", func(ci *client.ClusterInfo) (bool, string) {
+			return cf.waitFor(cmd, cl, "the rebalance", func(ci *client.ClusterInfo) progress {
+				// Count slots, not moves: a slot may move a replica and its
+				// leadership.
+				pending := map[int]string{}
+				slots := map[int]bool{}
 				for _, m := range res.Moves {
 					if m.Slot < 0 || m.Slot >= len(ci.Slots) {
 						continue
 					}
+					slots[m.Slot] = true
 					s := ci.Slots[m.Slot]
 					switch m.Kind {
 					case "leader":
 						if m.To != "" && s.Leader != m.To {
-							return false, fmt.Sprintf("slot %d not yet led by %s", m.Slot, m.To)
+							pending[m.Slot] = fmt.Sprintf("slot %d not yet led by %s", m.Slot, m.To)
 						}
 					default:
 						if !contains(s.Replicas, m.To) || (m.From != "" && contains(s.Replicas, m.From)) {
-							return false, fmt.Sprintf("slot %d: %s → %s not done", m.Slot, orDash(m.From), m.To)
+							pending[m.Slot] = fmt.Sprintf("slot %d: %s → %s not done", m.Slot, orDash(m.From), m.To)
 						}
 					}
 				}
-				return true, ""
+				g := progress{reached: len(pending) == 0, done: len(slots) - len(pending), total: len(slots)}
+				for _, m := range res.Moves { // the first pending, in the answer's order
+					if d, ok := pending[m.Slot]; ok {
+						g.detail = d
+						break
+					}
+				}
+				return g
 			})
 		},
 	}
@@ -159,14 +171,14 @@ healthy (exit 0), or exit 3 when --timeout (default 10m with --wait) passes.`,
 			if !waitTransfer {
 				return nil
 			}
-			return cf.waitFor(cmd, cl, "the transfer", func(ci *client.ClusterInfo) (bool, string) {
+			return cf.waitFor(cmd, cl, "the transfer", func(ci *client.ClusterInfo) progress {
 				if s >= len(ci.Slots) {
-					return false, fmt.Sprintf("no slot %d", s)
+					return progress{detail: fmt.Sprintf("no slot %d", s)}
 				}
 				if l := ci.Slots[s].Leader; l != to {
-					return false, fmt.Sprintf("slot %d led by %s, not yet %s", s, orDash(l), to)
+					return progress{total: 1, detail: fmt.Sprintf("slot %d led by %s, not yet %s", s, orDash(l), to)}
 				}
-				return true, fmt.Sprintf("slot %d led by %s", s, to)
+				return progress{reached: true, done: 1, total: 1, detail: fmt.Sprintf("slot %d led by %s", s, to)}
 			})
 		},
 	}
@@ -198,15 +210,15 @@ nothing and the cluster is healthy (exit 0), or exit 3 when --timeout
 			if !waitDrain {
 				return nil
 			}
-			return cf.waitFor(cmd, cl, "the drain of "+id, func(ci *client.ClusterInfo) (bool, string) {
+			return cf.waitFor(cmd, cl, "the drain of "+id, func(ci *client.ClusterInfo) progress {
 				n, ok := ci.Node(id)
 				if !ok {
-					return true, id + " is gone"
+					return progress{reached: true, detail: id + " is gone"}
 				}
 				if n.Replicas > 0 || n.SlotsLed > 0 {
-					return false, fmt.Sprintf("%s holds %d replicas, leads %d", id, n.Replicas, n.SlotsLed)
+					return progress{detail: fmt.Sprintf("%s holds %d replicas, leads %d", id, n.Replicas, n.SlotsLed)}
 				}
-				return true, fmt.Sprintf("%s holds and leads nothing", id)
+				return progress{reached: true, detail: fmt.Sprintf("%s holds and leads nothing", id)}
 			})
 		},
 	}

@@ -331,9 +331,9 @@ func TestCLIWait(t *testing.T) {
 				clusterState("no_leader", "", 1, 0),
 				clusterState("healthy", "n2", 1, 1),
 			},
-			want: []string{"preferred_leader:", "0 slots moving, 0 degraded, 0 without a leader; slot 1 led by n1, not yet n2",
-				"0 slots moving, 0 degraded, 1 without a leader; slot 1 led by -, not yet n2",
-				"0 slots moving, 0 degraded, 0 without a leader; slot 1 led by n2", "done: the transfer finished"},
+			want: []string{"preferred_leader:", "moved 0/1 slots, 0 degraded, 0 without a leader; slot 1 led by n1, not yet n2",
+				"moved 0/1 slots, 0 degraded, 1 without a leader; slot 1 led by -, not yet n2",
+				"moved 1/1 slots, 0 degraded, 0 without a leader; slot 1 led by n2", "done: the transfer finished"},
 		},
 		{
 			name: "rebalance waits for its planned move, not for a stale healthy view",

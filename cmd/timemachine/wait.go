@@ -25,7 +25,7 @@ var waitPoll = time.Second
 // exit code 3 when --timeout (defaultWaitTimeout unless given) passes.
 // goal reports whether the command's own aim is reached, and what is
 // missing or done, for the progress line.
-func (c *clientFlags) waitFor(cmd *cobra.Command, cl *client.Client, what string, goal func(*client.ClusterInfo) (bool, string)) error {
+func (c *clientFlags) waitFor(cmd *cobra.Command, cl *client.Client, what string, goal func(*client.ClusterInfo) progress) error {
 	timeout := defaultWaitTimeout
 	if f := cmd.Flags().Lookup("timeout"); f != nil && f.Changed {
 		timeout = c.timeout
@@ -50,10 +50,10 @@ func (c *clientFlags) waitFor(cmd *cobra.Command, cl *client.Client, what string
 			line = fmt.Sprintf("cannot read the cluster: %v", err)
 			reason = line
 		default:
-			reached, detail := goal(&ci)
-			line = progressLine(&ci, detail, start)
+			g := goal(&ci)
+			line = progressLine(&ci, g, start)
 			reason = line
-			if reached && healthy(&ci) {
+			if g.reached && healthy(&ci) {
 				fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), line)
 				fmt.Fprintf(out, "done: %s finished and the cluster is healthy after %.1fs\n", what, time.Since(start).Seconds())
 				return nil
@@ -82,11 +82,22 @@ func healthy(ci *client.ClusterInfo) bool {
 	return ci.Moves == nil || ci.Moves.Pending == 0
 }
 
+// progress is how far a command's own aim is: whether it is reached, how
+// many of the slots it moves are done (total 0: not counted by the
+// command), and what is missing or done, for the progress line.
+type progress struct {
+	reached     bool
+	done, total int
+	detail      string
+}
+
 // progressLine says how far the moves are: "moved 7/9 slots, 2 moving
-// (1 being worked on), 0 degraded, 0 without a leader; <detail>". A round
-// of moves that finished before the command started (since) is not this
-// command's and is left out.
-func progressLine(ci *client.ClusterInfo, detail string, since time.Time) string {
+// (1 being worked on), 0 degraded, 0 without a leader; <detail>". The
+// count is the cluster's round of replica moves, else the command's own
+// (leaderships, which move without a round). A round of moves that
+// finished before the command started (since) is not this command's and
+// is left out.
+func progressLine(ci *client.ClusterInfo, g progress, since time.Time) string {
 	counts := map[string]int{}
 	for _, s := range ci.Slots {
 		counts[s.State]++
@@ -101,12 +112,17 @@ func progressLine(ci *client.ClusterInfo, detail string, since time.Time) string
 		if m.Pending > 0 {
 			fmt.Fprintf(&b, ", %d moving (%d being worked on)", m.Pending, m.Active)
 		}
+	} else if g.total > 0 {
+		fmt.Fprintf(&b, "moved %d/%d slots", g.done, g.total)
+		if n := counts[client.SlotMoving]; n > 0 {
+			fmt.Fprintf(&b, ", %d moving", n)
+		}
 	} else {
 		fmt.Fprintf(&b, "%d slots moving", counts[client.SlotMoving])
 	}
 	fmt.Fprintf(&b, ", %d degraded, %d without a leader", counts[client.SlotDegraded], counts[client.SlotNoLeader])
-	if detail != "" {
-		b.WriteString("; " + detail)
+	if g.detail != "" {
+		b.WriteString("; " + g.detail)
 	}
 	return b.String()
 }
