@@ -87,16 +87,17 @@ func (c *Client) CreateJobs(ctx context.Context, coll string, jobs []Job) ([]Bat
 	return out.Results, nil
 }
 
-// PutOption modifies a PutJob.
+// PutOption modifies a PutJob or a PutSchedule.
 type PutOption func(*putOptions)
 
 type putOptions struct {
 	header [][2]string
 }
 
-// IfMatch makes PutJob replace the job only if its current version is
-// version; otherwise the server answers precondition_failed (412) and
-// changes nothing. Read the version with GetJob (Job.Version).
+// IfMatch makes PutJob (PutSchedule) replace the job (schedule) only if
+// its current version is version; otherwise the server answers
+// precondition_failed (412) and changes nothing. Read the version with
+// GetJob (Job.Version) or GetSchedule (Schedule.Version).
 func IfMatch(version int64) PutOption {
 	return func(o *putOptions) {
 		o.header = append(o.header, [2]string{"If-Match", strconv.FormatInt(version, 10)})

@@ -10,8 +10,10 @@ import (
 )
 
 // PutSchedule creates or replaces the schedule coll/id; created is true on
-// 201. Replacing a schedule changes the occurrences from then on.
-func (c *Client) PutSchedule(ctx context.Context, coll, id string, s Schedule) (Schedule, bool, error) {
+// 201. Replacing a schedule changes the occurrences from then on. IfMatch
+// makes it conditional on the schedule's version (Schedule.Version), as
+// for PutJob.
+func (c *Client) PutSchedule(ctx context.Context, coll, id string, s Schedule, opts ...PutOption) (Schedule, bool, error) {
 	if err := errors.Join(need("collection", coll), need("schedule id", id)); err != nil {
 		return Schedule{}, false, err
 	}
@@ -24,8 +26,12 @@ func (c *Client) PutSchedule(ctx context.Context, coll, id string, s Schedule) (
 	if err != nil {
 		return Schedule{}, false, err
 	}
+	var po putOptions
+	for _, o := range opts {
+		o(&po)
+	}
 	out := Schedule{}
-	status, err := c.send(ctx, &call{method: http.MethodPut, path: schedulesPath(coll) + "/" + seg(id), body: body, retrySafe: true}, &out)
+	status, err := c.send(ctx, &call{method: http.MethodPut, path: schedulesPath(coll) + "/" + seg(id), body: body, retrySafe: true, header: po.header}, &out)
 	if err != nil {
 		return Schedule{}, false, err
 	}

@@ -44,7 +44,7 @@ func TestClusterScheduleSurvivesLeaderLoss(t *testing.T) {
 	rcv := newReceiver(t)
 	ctx := context.Background()
 	spec := model.ScheduleSpec{EveryMs: 1000, CallbackURL: rcv.url, Hash: 42}
-	v, created, err := tc.nodes[1].svc.PutSchedule(ctx, "default", "tick", spec)
+	v, created, err := tc.nodes[1].svc.PutSchedule(ctx, "default", "tick", spec, 0)
 	if err != nil || !created || v.NextFireAt == 0 {
 		t.Fatalf("put schedule: %+v %v %v", v, created, err)
 	}
@@ -128,5 +128,33 @@ func TestClusterScheduleSurvivesLeaderLoss(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond) // two intervals in which nothing may happen
 	if m := len(rcv.occurrencesOf("default", "tick")); m > n+1 {
 		t.Fatalf("%d occurrences fired after the DELETE", m-n)
+	}
+}
+
+// If-Match on a schedule PUT, through the service: a stale version or a
+// schedule that does not exist is precondition_failed and changes
+// nothing; the current version replaces it.
+func TestScheduleIfMatch(t *testing.T) {
+	tc := startCluster(t, 1, nil)
+	svc := tc.nodes[0].svc
+	ctx := context.Background()
+	spec := func(h uint64) model.ScheduleSpec {
+		return model.ScheduleSpec{EveryMs: 3_600_000, CallbackURL: "http://127.0.0.1:1/x", Hash: h}
+	}
+	if _, _, err := svc.PutSchedule(ctx, "default", "s", spec(1), 1); !isKind(err, model.KindPreconditionFailed) {
+		t.Fatalf("If-Match on a schedule that does not exist: %v", err)
+	}
+	if _, err := svc.GetSchedule(ctx, "default", "s"); !isKind(err, model.KindNotFound) {
+		t.Fatalf("the refused PUT created it: %v", err)
+	}
+	if _, created, err := svc.PutSchedule(ctx, "default", "s", spec(1), 0); err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	if _, _, err := svc.PutSchedule(ctx, "default", "s", spec(2), 2); !isKind(err, model.KindPreconditionFailed) {
+		t.Fatalf("stale If-Match: %v", err)
+	}
+	v, created, err := svc.PutSchedule(ctx, "default", "s", spec(2), 1)
+	if err != nil || created || v.Version != 2 || v.Spec.Hash != 2 {
+		t.Fatalf("If-Match at the current version: %+v %v %v", v, created, err)
 	}
 }

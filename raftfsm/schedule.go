@@ -111,13 +111,16 @@ func DecodeScheduleRecord(b []byte, s *model.Schedule) error {
 // PutSchedule creates or replaces a schedule. The leader computed Anchor
 // and Next (the first occurrence, 0 when paused or ended) from its clock;
 // they are used only when the spec changes: a PUT of the same spec again
-// keeps the schedule as it is.
+// keeps the schedule as it is. IfMatch, when not zero, must be the
+// schedule's version (If-Match); it is encoded only when set, so a PUT
+// without it is the same entry older binaries write and read.
 type PutSchedule struct {
 	Coll, ID string
 	Spec     model.ScheduleSpec
 	Anchor   int64
 	Next     int64
 	Now      int64
+	IfMatch  uint64
 }
 
 // Type implements Command.
@@ -127,7 +130,11 @@ func (c *PutSchedule) appendBody(dst []byte) []byte {
 	dst = appendScheduleSpec(dst, &c.Spec)
 	dst = binary.AppendVarint(dst, c.Anchor)
 	dst = binary.AppendVarint(dst, c.Next)
-	return binary.AppendVarint(dst, c.Now)
+	dst = binary.AppendVarint(dst, c.Now)
+	if c.IfMatch != 0 {
+		dst = binary.AppendUvarint(dst, c.IfMatch)
+	}
+	return dst
 }
 
 // DeleteSchedule removes a schedule. Occurrences already created stay.
@@ -199,6 +206,9 @@ func decodeSchedule(t CmdType, r *reader) (Command, bool) {
 		x := &PutSchedule{Coll: r.str(maxStr), ID: r.str(maxStr)}
 		x.Spec = r.scheduleSpec()
 		x.Anchor, x.Next, x.Now = r.varint(), r.varint(), r.varint()
+		if r.err == nil && len(r.b) > 0 {
+			x.IfMatch = r.uvarint()
+		}
 		return x, true
 	case CmdDeleteSchedule:
 		return &DeleteSchedule{Coll: r.str(maxStr), ID: r.str(maxStr)}, true
@@ -355,6 +365,9 @@ func (s *applyState) putScheduleCmd(c *PutSchedule) (model.Result, error) {
 	old, found, err := s.getSchedule(c.Coll, c.ID)
 	if err != nil {
 		return model.Result{}, err
+	}
+	if c.IfMatch != 0 && (!found || old.Version != c.IfMatch) {
+		return model.Result{Code: model.CodePreconditionFailed, Schedule: old}, nil
 	}
 	if found && old.Spec.Hash == c.Spec.Hash {
 		return model.Result{Code: model.CodeExists, Schedule: old}, nil

@@ -29,8 +29,10 @@ func firstOccurrence(spec *model.ScheduleSpec, now int64) (anchor, next int64, e
 // PutSchedule creates (created=true) or replaces a schedule. The
 // collection, and the route it names, must exist. The first occurrence is
 // computed here, from this node's clock; a PUT of the same spec again
-// changes nothing.
-func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec) (model.ScheduleView, bool, error) {
+// changes nothing. ifMatch, when not zero, must be the schedule's current
+// version (If-Match), else nothing changes and the error is
+// precondition_failed.
+func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec, ifMatch uint64) (model.ScheduleView, bool, error) {
 	_, st, err := s.liveCollection(ctx, coll)
 	if err != nil {
 		return model.ScheduleView{}, false, err
@@ -51,7 +53,7 @@ func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.S
 		return model.ScheduleView{}, false, err
 	}
 	sl := s.slotOf(coll, id)
-	cmd := &raftfsm.PutSchedule{Coll: coll, ID: id, Spec: spec, Anchor: anchor, Next: next, Now: now}
+	cmd := &raftfsm.PutSchedule{Coll: coll, ID: id, Spec: spec, Anchor: anchor, Next: next, Now: now, IfMatch: ifMatch}
 	// Re-sending is safe: the same spec again is "exists".
 	res, resent, err := s.proposeResolved(ctx, sl, cmd)
 	if err != nil {
@@ -59,9 +61,16 @@ func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.S
 	}
 	r := res[0]
 	created := r.Code == model.CodeCreated
-	if resent && r.Code == model.CodeExists && r.Schedule != nil && r.Schedule.UpdatedAt == now {
-		// The attempt whose outcome was unknown wrote it (its stamp).
+	// ours: the attempt whose outcome was unknown wrote the schedule (its
+	// spec and its stamp), so the re-sent one found it in place.
+	ours := resent && r.Schedule != nil && r.Schedule.UpdatedAt == now && r.Schedule.Spec.Hash == spec.Hash
+	if ours && (r.Code == model.CodeExists || r.Code == model.CodePreconditionFailed) {
 		created = r.Schedule.Version == 1 && r.Schedule.CreatedAt == now
+	} else if r.Code == model.CodePreconditionFailed {
+		if r.Schedule == nil {
+			return model.ScheduleView{}, false, model.PreconditionFailed("If-Match: %d, but schedule %q does not exist in collection %q", ifMatch, id, coll)
+		}
+		return model.ScheduleView{}, false, model.PreconditionFailed("If-Match: %d, but schedule %q is at version %d; read it again and retry", ifMatch, id, r.Schedule.Version)
 	}
 	if r.Schedule == nil {
 		return model.ScheduleView{}, false, model.Internal("the slot answered a schedule write without the schedule")

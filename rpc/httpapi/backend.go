@@ -38,7 +38,7 @@ type Backend interface {
 	// PutSchedule creates (created=true) or replaces a schedule; the spec
 	// is validated. GetSchedule answers a *model.Error not_found for a
 	// schedule that does not exist.
-	PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec) (model.ScheduleView, bool, error)
+	PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec, ifMatch uint64) (model.ScheduleView, bool, error)
 	GetSchedule(ctx context.Context, coll, id string) (model.ScheduleView, error)
 	DeleteSchedule(ctx context.Context, coll, id string) error
 	// ListSchedules lists up to limit schedules in id order after the id

@@ -248,9 +248,10 @@ func setETag(ctx *fasthttp.RequestCtx, version uint64) {
 	}
 }
 
-// parseIfMatch reads If-Match: a version as a decimal, quoted ("3", as
-// ETag sends it) or weak (W/"3"). 0 means no header.
-func parseIfMatch(h []byte) (uint64, *model.Error) {
+// parseIfMatch reads If-Match of a PUT of what (a job, a schedule): a
+// version as a decimal, quoted ("3", as ETag sends it) or weak (W/"3"). 0
+// means no header.
+func parseIfMatch(h []byte, what string) (uint64, *model.Error) {
 	v := strings.TrimSpace(string(h))
 	if v == "" {
 		return 0, nil
@@ -262,7 +263,7 @@ func parseIfMatch(h []byte) (uint64, *model.Error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || n == 0 || v[0] == '+' {
-		return 0, model.Invalid("If-Match: must be the job's version (a positive integer such as 3, or the ETag \"3\"), got %q", clip(raw))
+		return 0, model.Invalid("If-Match: must be the %s's version (a positive integer such as 3, or the ETag \"3\"), got %q", what, clip(raw))
 	}
 	return n, nil
 }
@@ -274,7 +275,7 @@ func (s *Server) upsertJob(r *request) {
 		writeError(r.ctx, e)
 		return
 	}
-	ifMatch, e := parseIfMatch(r.ctx.Request.Header.Peek("If-Match"))
+	ifMatch, e := parseIfMatch(r.ctx.Request.Header.Peek("If-Match"), "job")
 	if e != nil {
 		writeError(r.ctx, e)
 		return

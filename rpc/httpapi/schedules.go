@@ -237,8 +237,13 @@ func (s *Server) putSchedule(r *request) {
 		writeError(r.ctx, e)
 		return
 	}
+	ifMatch, e := parseIfMatch(r.ctx.Request.Header.Peek("If-Match"), "schedule")
+	if e != nil {
+		writeError(r.ctx, e)
+		return
+	}
 	ctx, cancel := s.backendCtx()
-	v, created, err := s.b.PutSchedule(ctx, coll, id, spec)
+	v, created, err := s.b.PutSchedule(ctx, coll, id, spec, ifMatch)
 	cancel()
 	if err != nil {
 		s.fail(r, err)

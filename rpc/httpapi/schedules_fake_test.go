@@ -11,19 +11,20 @@ import (
 type scheduleFake struct {
 	putSpec      model.ScheduleSpec
 	putID        string
+	putIfMatch   uint64
 	redriveIDs   []string
 	redriveRange [2]int64
 }
 
 func (f *fakeBackend) sched() *scheduleFake { return &f.sf }
 
-func (f *fakeBackend) PutSchedule(_ context.Context, coll, id string, spec model.ScheduleSpec) (model.ScheduleView, bool, error) {
+func (f *fakeBackend) PutSchedule(_ context.Context, coll, id string, spec model.ScheduleSpec, ifMatch uint64) (model.ScheduleView, bool, error) {
 	f.record("PutSchedule")
 	if f.err != nil {
 		return model.ScheduleView{}, false, f.err
 	}
 	sf := f.sched()
-	sf.putSpec, sf.putID = spec, id
+	sf.putSpec, sf.putID, sf.putIfMatch = spec, id, ifMatch
 	return model.ScheduleView{Schedule: &model.Schedule{Collection: coll, ID: id, Spec: spec, Version: 1, NextFireAt: 1767225600000}}, f.created, nil
 }
 

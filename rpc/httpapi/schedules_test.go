@@ -88,3 +88,30 @@ func TestRedrive(t *testing.T) {
 		}
 	}
 }
+
+// A schedule PUT passes If-Match on (as a job PUT does); a bad one is a 400
+// that names the schedule, and nothing is written.
+func TestPutScheduleIfMatch(t *testing.T) {
+	f := &fakeBackend{}
+	h := newTestServer(f).Handler()
+	body := `{"every":"10s","callback_url":"http://127.0.0.1:1/x"}`
+	for _, tc := range []struct {
+		header string
+		want   uint64
+	}{{"", 0}, {"3", 3}, {`"4"`, 4}, {`W/"5"`, 5}} {
+		var r resp
+		if tc.header == "" {
+			r = do(h, "PUT", "/v1/collections/c/schedules/s", body)
+		} else {
+			r = do(h, "PUT", "/v1/collections/c/schedules/s", body, "If-Match", tc.header)
+		}
+		if r.status != 200 || f.sf.putIfMatch != tc.want {
+			t.Fatalf("If-Match %q: %d %s, backend got %d", tc.header, r.status, r.body, f.sf.putIfMatch)
+		}
+	}
+	f.sf.putIfMatch = 99
+	r := do(h, "PUT", "/v1/collections/c/schedules/s", body, "If-Match", "nope")
+	if r.status != 400 || !strings.Contains(string(r.body), "the schedule's version") || f.sf.putIfMatch != 99 {
+		t.Fatalf("bad If-Match: %d %s", r.status, r.body)
+	}
+}
