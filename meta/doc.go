@@ -8,7 +8,9 @@
 // another node). The leader runs the cluster controller (Config.OnLeader).
 // CaughtUp and WaitCaughtUp tell whether the local copy is current, which
 // decides whether a missing collection may be reported as missing
-// (docs/architecture.md#the-meta-state-and-deletions).
+// (docs/architecture.md#the-meta-state-and-deletions). WaitReplayed tells
+// whether it was current once since the process started: a slot leader
+// waits for that, not for a meta leader, before it fires.
 //
 // The group runs on the node's connections as the slots do (rpc/beat
 // WrapAlwaysOpen: coalesced heartbeats, carried votes) and with their long

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -49,6 +50,9 @@ type Replica struct {
 	g      *raftgroup.Group
 	fsm    *raftfsm.MetaFSM
 	writes *raftgroup.Proposer
+	// replayed: CaughtUp held at least once since the process started
+	// (see WaitReplayed).
+	replayed atomic.Bool
 }
 
 // Open opens the meta replica and starts its raft group.
@@ -227,7 +231,41 @@ func (m *Replica) CaughtUp() bool {
 		return false
 	}
 	commit := m.g.CommitIndex()
-	return commit > 0 && m.g.AppliedIndex() >= commit
+	ok := commit > 0 && m.g.AppliedIndex() >= commit
+	if ok && !m.replayed.Load() {
+		m.replayed.Store(true)
+	}
+	return ok
+}
+
+// WaitReplayed blocks until the meta state has been current at least once
+// since this process started (WaitCaughtUp), and returns at once after
+// that, whether the group has a leader now or not. What it guards against
+// is the state of a restarted node, which is its last snapshot until a
+// leader tells it what is committed: collections and routes created since
+// would look missing. Once replayed, the state is applied in order as the
+// group commits, so it lags only by what the group commits without this
+// replica (a partition, a meta group without a leader) — as it does for a
+// slot leader elected before such an outage, which goes on firing. A slot
+// leader elected during one waits for this, not for a meta leader, and
+// treats a route it does not know as not known yet rather than deleted
+// while the state is not current (slot.Config.MetaCurrent).
+func (m *Replica) WaitReplayed(ctx context.Context) error {
+	if m.replayed.Load() {
+		return nil
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if m.replayed.Load() || m.CaughtUp() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // WaitApplied waits (until ctx ends) until the local meta state has

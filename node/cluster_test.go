@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/internal/faultnet"
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
@@ -482,4 +484,87 @@ func TestClusterReReplication(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A slot leader elected while the meta group has no leader fires: its
+// node's meta state was current before the meta group lost its majority,
+// and that is enough to fire with (meta.Replica.WaitReplayed). Before, such
+// a leader fired nothing until the meta group had a leader again
+// (docs/reliability.md, "Five nodes").
+func TestSlotLeaderFiresWhileMetaHasNoLeader(t *testing.T) {
+	tc := startCluster(t, 5, nil)
+	rcv := newReceiver(t)
+	var metaVoters []string
+	testutil.Eventually(t, 30*time.Second, "a meta group of three voters and every slot of three replicas", func() error {
+		metaVoters = tc.nodes[0].meta.Voters()
+		if len(metaVoters) != 3 {
+			return fmt.Errorf("meta voters %v", metaVoters)
+		}
+		return tc.settledCluster("", 3)()
+	})
+	victims := metaVoters[:2]
+	// A slot led by a survivor, with another surviving replica to hand
+	// its leadership to once the meta group has no leader.
+	slot, from, to := -1, "", ""
+	for _, s := range tc.info("").Slots {
+		if s.Leader == "" || slices.Contains(victims, s.Leader) {
+			continue
+		}
+		for _, r := range s.Replicas {
+			if r != s.Leader && !slices.Contains(victims, r) {
+				slot, from, to = s.Slot, s.Leader, r
+			}
+		}
+		if slot >= 0 {
+			break
+		}
+	}
+	if slot < 0 {
+		t.Fatalf("no slot with two replicas outside %v", victims)
+	}
+	for _, v := range victims {
+		tc.kill(tc.index(v))
+	}
+	testutil.Eventually(t, 30*time.Second, "no node knows a meta leader", func() error {
+		for _, n := range tc.live() {
+			if l, _ := n.meta.Leader(); l != "" {
+				return fmt.Errorf("%s follows %s", n.ID(), l)
+			}
+		}
+		return nil
+	})
+	testutil.Eventually(t, 15*time.Second, "the slot led by "+to, func() error {
+		if r := tc.node(to).slots.Get(slot); r != nil && r.IsLeader() {
+			return nil
+		}
+		if r := tc.node(from).slots.Get(slot); r != nil && r.IsLeader() {
+			if err := r.TransferTo(to, tc.cfgs[tc.index(to)].BindAddr); err != nil {
+				return fmt.Errorf("transfer: %w", err)
+			}
+		}
+		return errors.New("not yet")
+	})
+	id := ""
+	for i := 0; id == ""; i++ {
+		if c := fmt.Sprintf("m%d", i); dht.SlotOf("default", c, tc.node(to).cluster.SlotCount()) == slot {
+			id = c
+		}
+	}
+	trig := time.Now().Add(500 * time.Millisecond).UnixMilli()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := tc.node(to).svc.CreateJobs(ctx, "default", []model.JobInput{{ID: id, Spec: model.JobSpec{TriggerTime: trig, CallbackURL: rcv.url, Hash: 1}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("create %s in slot %d without a meta leader: %v %+v", id, slot, err, res)
+	}
+	t.Logf("killed %v (meta voters %v); slot %d moved from %s to %s", victims, metaVoters, slot, from, to)
+	testutil.Eventually(t, 10*time.Second, "the job delivered by the slot's new leader", func() error {
+		if got := rcv.deliveries(fmt.Sprintf("default:%s:%d", id, trig)); len(got) == 0 {
+			return errors.New("not delivered")
+		}
+		return nil
+	})
+	if l, _ := tc.node(to).meta.Leader(); l != "" {
+		t.Fatalf("the meta group has a leader again (%s): the scenario did not hold", l)
+	}
 }

@@ -245,12 +245,13 @@ func (r *livenessReactor) react() bool {
 			}
 			r.hurried[key] = now
 			var others []string
-			for _, v := range voters() {
+			all := voters()
+			for _, v := range all {
 				if v != leader && v != n.ID() && !slices.Contains(dead, v) {
 					others = append(others, v)
 				}
 			}
-			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, last: newLogPos(last()), hurry: hurry,
+			plans = append(plans, hurryPlan{group: name, leader: leader, others: others, voters: len(all), last: newLogPos(last()), hurry: hurry,
 				campaign: campaign, leaderNow: leaderNow})
 		}
 		for _, rep := range n.slots.All() {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -93,10 +94,17 @@ func TestCampaignDecision(t *testing.T) {
 		{"five voters, one still hears it", "n5", 12, yes, map[string]peerView{"n2": view(10, true), "n3": view(12, false), "n4": view(11, true)}, true, false},
 		{"cannot campaign (meta)", "n2", 11, nil, map[string]peerView{"n3": view(10, true)}, false, false},
 		{"no other follower", "n2", 11, yes, map[string]peerView{}, false, false},
+		// Five voters, the leader and two others cut off: this side is no
+		// majority, and a TimeoutNow campaign would only raise the term.
+		{"five voters, two of them live", "n5", 12, yes, map[string]peerView{"n4": view(10, true)}, false, false},
+		{"five voters, three of them live", "n5", 12, yes, map[string]peerView{"n3": view(10, true), "n4": view(11, true)}, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := hurryPlan{group: "7", leader: "n1", last: logPos{index: c.last}, campaign: c.campaign}
+			if strings.HasPrefix(c.name, "five voters") {
+				p.voters = 5
+			}
 			known := map[string]map[string]peerView{}
 			for o, v := range c.others {
 				p.others = append(p.others, o)

@@ -35,7 +35,7 @@ func (n *Node) openSlot(s int) (*slot.Replica, error) {
 		LogDB: n.logDB, DB: n.db, Stream: stream, Meta: n.meta.State, Deliverer: n.dlv, Metrics: n.metrics,
 		Logger: n.log, RaftLogLevel: n.cfg.RaftLogLevel, Clock: n.cfg.Clock, Timing: n.cfg.Timing,
 		FireSlots: n.fireSlots, Targets: n.targets, Lanes: n.lanes, MaintenanceInterval: n.cfg.MaintenanceInterval, OnFatal: n.onFatal,
-		MetaReady: n.meta.WaitCaughtUp, Fence: n.live,
+		MetaReady: n.meta.WaitReplayed, MetaCurrent: n.meta.CaughtUp, Fence: n.live,
 		WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return n.beats.Wrap(uint16(s), nt) },
 	})
 	if err != nil {

@@ -119,10 +119,18 @@ type Config struct {
 	// Fence, if set, must allow each callback right before it is sent
 	// (fencing and clock bounds); unset, only raft's leadership counts.
 	Fence Fence
-	// MetaReady, if set, blocks until the meta state is current; a new
-	// leader waits for it before firing, so a collection or route that the
-	// meta group has not replayed yet is never taken for a deleted one.
+	// MetaReady, if set, blocks until the meta state has been replayed
+	// (meta.Replica.WaitReplayed); a new leader waits for it before firing,
+	// so a collection or route that the meta state has not replayed yet is
+	// never taken for a deleted one.
 	MetaReady func(ctx context.Context) error
+	// MetaCurrent, if set, reports whether the meta state is current (the
+	// meta group has a leader and this node applied what it committed).
+	// While it is not, a job naming a route the meta state does not know is
+	// held back instead of failed (the route may be newer than this node's
+	// copy), and finished jobs are not expired (a collection's retention
+	// may have changed).
+	MetaCurrent func() bool
 }
 
 func (c *Config) setDefaults() {
@@ -779,6 +787,11 @@ func (r *Replica) resolve(e storage.DueEntry, j *model.Job) (resolved, fireResul
 	timeoutMs := coll.EffectiveTimeoutMs()
 	if j.Route != "" {
 		rt, ok := meta.Route(j.Route)
+		if !ok && !r.metaCurrent() {
+			// Not known yet, perhaps, rather than deleted: looked at
+			// again once the meta state is current.
+			return resolved{}, retryLater, false
+		}
 		if !ok {
 			r.cfg.Metrics.Decided(r.slot, VerdictFailed)
 			return resolved{}, outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Attempts: j.Attempts,
@@ -1089,9 +1102,15 @@ func (r *Replica) dropTombstones(ctx context.Context) error {
 	return err
 }
 
+// metaCurrent reports whether the meta state is current (Config.MetaCurrent).
+func (r *Replica) metaCurrent() bool { return r.cfg.MetaCurrent == nil || r.cfg.MetaCurrent() }
+
 // removeExpired deletes finished jobs past their collection's retention, a
-// bounded range per entry.
+// bounded range per entry; not while the meta state is not current.
 func (r *Replica) removeExpired(ctx context.Context) error {
+	if !r.metaCurrent() {
+		return nil
+	}
 	now := r.cfg.Clock().UnixMilli()
 	for _, c := range r.cfg.Meta().CollectionList() {
 		if c.Deleting {

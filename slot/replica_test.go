@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,6 +224,47 @@ func TestUnknownCollectionIsNotForgotten(t *testing.T) {
 	}
 	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(&raftfsm.PutCollection{C: model.Collection{Name: "late"}, Now: 1})})
 	testutil.Eventually(t, 10*time.Second, "the job to fire once its collection is known", testutil.True(func() bool { return len(d.times("j")) == 1 }))
+}
+
+// A job naming a route this node's meta state does not know is held back,
+// not failed, while the meta state is not current (the route may be newer
+// than this node's copy: a slot leader elected while the meta group has no
+// leader); it fires once the route is known. With the meta state current,
+// a route it does not know was deleted: the job fails at once.
+func TestUnknownRouteWaitsWhileMetaIsNotCurrent(t *testing.T) {
+	var current atomic.Bool
+	d := newFakeDeliverer()
+	ts := openTestSlot(t, t.TempDir(), d, func(c *Config) { c.MetaCurrent = current.Load })
+	defer ts.close(t)
+	now := time.Now().UnixMilli()
+	for _, id := range []string{"held", "failed"} {
+		spec := model.JobSpec{TriggerTime: now, Route: "r-" + id, Hash: 1}
+		if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "default", ID: id, Spec: spec, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case id := <-d.ch:
+		t.Fatalf("%s fired with its route unknown", id)
+	case <-time.After(400 * time.Millisecond):
+	}
+	for _, id := range []string{"held", "failed"} {
+		if j, ok, err := raftfsm.GetJob(ts.db, 0, "default", id); err != nil || !ok || j.Status != model.StatusScheduled {
+			t.Fatalf("%s while the meta state is not current: %+v %v %v", id, j, ok, err)
+		}
+	}
+	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(&raftfsm.PutRoute{R: model.Route{Name: "r-held", WebhookURL: "http://127.0.0.1:1/r"}, Now: 1})})
+	current.Store(true)
+	testutil.Eventually(t, 10*time.Second, "the job whose route appeared fired, the other failed", func() error {
+		if n := len(d.times("held")); n != 1 {
+			return fmt.Errorf("held delivered %d times", n)
+		}
+		j, _, err := raftfsm.GetJob(ts.db, 0, "default", "failed")
+		if err != nil || j.Status != model.StatusFailed || !strings.Contains(j.LastError, `route "r-failed" does not exist`) {
+			return fmt.Errorf("failed: %+v %v", j, err)
+		}
+		return nil
+	})
 }
 
 // The leader's upkeep drops the tombstones of deleted jobs once they are
