@@ -244,8 +244,11 @@ func (r *livenessReactor) react() bool {
 				return
 			}
 			r.hurried[key] = now
-			var others []string
 			all := voters()
+			if !slices.Contains(all, n.ID()) {
+				return // a nonvoter has no vote to win (raftgroup Campaign)
+			}
+			var others []string
 			for _, v := range all {
 				if v != leader && v != n.ID() && !slices.Contains(dead, v) {
 					others = append(others, v)

@@ -273,3 +273,37 @@ func TestBootstrapFallbackElectsWithoutTheFirstVoter(t *testing.T) {
 	awaitOneLeader(t, gs, 4*time.Second)
 	t.Logf("elected after %v", time.Since(start).Round(time.Millisecond))
 }
+
+// A nonvoter never campaigns: raft would still make it a candidate on a
+// TimeoutNow, and its raised term would depose the leader the next time
+// the leader replicates to it (a 5-node nemesis run: the meta group, whose
+// leader a node outside its three voters deposed this way, went 9.5 s
+// without a leader).
+func TestNonvoterDoesNotCampaign(t *testing.T) {
+	dirs, addrs := replicaPlaces(t, 4)
+	gs, servers := openReplicas(t, Config{Name: "slot-0", Timing: slowTiming}, dirs, addrs)
+	servers[3].Suffrage = raft.Nonvoter
+	for _, g := range gs[:3] { // a nonvoter may not bootstrap; it hears the leader
+		if err := g.Bootstrap(servers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitOneLeader(t, gs, 3*time.Second)
+	leader, _ := splitLeader(gs)
+	nonvoter := gs[3]
+	term := leader.raft.CurrentTerm()
+	if nonvoter.Campaign(leader.cfg.NodeID) {
+		t.Fatal("a nonvoter campaigned")
+	}
+	// The leader replicates to it once more: a raised term would show in
+	// its answer and depose the leader.
+	if err := leader.Barrier(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the nonvoter holds the leader's log", testutil.True(func() bool {
+		return nonvoter.LastIndex() == leader.LastIndex()
+	}))
+	if !leader.IsLeader() || leader.raft.CurrentTerm() != term || nonvoter.raft.CurrentTerm() != term {
+		t.Fatalf("leader %t, term %d → %d, the nonvoter's %d", leader.IsLeader(), term, leader.raft.CurrentTerm(), nonvoter.raft.CurrentTerm())
+	}
+}

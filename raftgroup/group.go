@@ -554,6 +554,15 @@ func (g *Group) Campaign(dead string) bool {
 	if !ok || !g.CanCampaign() {
 		return false
 	}
+	if !slices.Contains(g.Voters(), g.cfg.NodeID) {
+		// A nonvoter (a replica being added, or a meta copy of a node
+		// outside the meta group's three voters) cannot win, and raft
+		// still makes it a candidate on a TimeoutNow: its raised term
+		// then deposes the leader the next time the leader replicates
+		// to it, and the group waits for raft's own timeouts to elect
+		// another (docs/reliability.md, "Five nodes").
+		return false
+	}
 	if st, id := g.raft.State(), g.leaderID(); st != raft.Follower || id != dead {
 		if dead != "" {
 			// The node picked this replica to replace dead; say why it
