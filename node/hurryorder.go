@@ -156,9 +156,10 @@ func (n *Node) hurryInOrder(plans []hurryPlan) {
 // a TimeoutNow election skips pre-vote, so it raises this replica's term,
 // and when the partition heals, the leader the majority kept steps down
 // on seeing that term, leaving the group without a leader until raft's
-// own timeout elects one (the meta group of a 5-node nemesis run stayed
-// leaderless 9.5 s after a 2-of-5 partition healed, and every slot leader
-// elected meanwhile waited for it before firing).
+// own timeout elects one. A 5-node nemesis run lost its meta leader for
+// 9.5 s that way to a nonvoter's campaign (which raftgroup's Campaign now
+// refuses; docs/reliability.md, "Five nodes"); a voter on the minority
+// side of a five-voter group would do the same.
 func campaignDecision(self string, p hurryPlan, known map[string]map[string]peerView) (pick, agreed bool) {
 	if p.campaign == nil || len(p.others) == 0 {
 		return false, false
