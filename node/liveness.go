@@ -109,6 +109,49 @@ func (n *Node) livePeers() map[string]string {
 	return out
 }
 
+// waitReachable blocks until the peer at addr is not dead to the liveness
+// check (true) or ctx ends (false): the slots' transports hold an append
+// that failed to an unreachable peer this way (rpc/beat holdFailed). A
+// peer the check has not judged dead counts as reachable.
+func (n *Node) waitReachable(ctx context.Context, addr string) bool {
+	if n.live == nil {
+		return false
+	}
+	for {
+		n.backMu.Lock()
+		if n.back == nil {
+			n.back = make(chan struct{})
+		}
+		back := n.back
+		n.backMu.Unlock()
+		dead := false
+		for _, d := range n.live.DeadPeers() {
+			if n.live.Addr(d) == addr {
+				dead = true
+			}
+		}
+		if !dead {
+			return true
+		}
+		select {
+		case <-back:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// peerBack wakes waitReachable: a peer the liveness check had found dead
+// answers again.
+func (n *Node) peerBack() {
+	n.backMu.Lock()
+	if n.back != nil {
+		close(n.back)
+		n.back = nil
+	}
+	n.backMu.Unlock()
+}
+
 // kickLiveness wakes the liveness reaction loop (a peer died or came
 // back, the clock verdict changed).
 func (n *Node) kickLiveness() {
@@ -216,6 +259,7 @@ func (r *livenessReactor) react() bool {
 	for d := range r.dropped {
 		if !slices.Contains(dead, d) {
 			delete(r.dropped, d)
+			n.peerBack()
 			// Back: the raft connections dialed to it while it was
 			// silent may sit in TCP's retransmission backoff for seconds
 			// (mux.DropPeer); raft dials fresh ones.

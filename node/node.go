@@ -70,6 +70,10 @@ type Node struct {
 	metrics   *metrics
 	live      *liveness.Tracker
 	liveKick  chan struct{}
+	// backMu/back: closed (and replaced) when a peer the liveness check
+	// had found dead answers again (waitReachable).
+	backMu sync.Mutex
+	back   chan struct{}
 	// awaiting: groups (key/dead leader) whose replica here waits for the
 	// other followers' verdicts before it campaigns (hurryorder.go).
 	awaitMu  sync.Mutex
@@ -149,7 +153,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.rpcSrv = peer.NewServer(rpcLn, n.log)
 	n.rpcSrv.SetClock(cfg.Clock)
 	n.rpc = peer.NewClient(peer.ClientOptions{Dial: cfg.PeerDialer, Logger: n.log, OnConnLost: n.connLost})
-	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log, Flush: beatFlush(cfg.Timing), HoldAnswers: beatHold(cfg.Timing), Park: beatPark(cfg.Timing)})
+	n.beats = beat.New(n.rpc, beat.Options{Logger: n.log, Flush: beatFlush(cfg.Timing), HoldAnswers: beatHold(cfg.Timing), Park: beatPark(cfg.Timing),
+		WaitReachable: n.waitReachable})
 	n.beats.Serve(n.rpcSrv)
 	interval, lease, deadAfter := livenessTiming(cfg.Timing)
 	n.live = liveness.New(liveness.Config{

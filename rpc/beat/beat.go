@@ -53,13 +53,21 @@ type Options struct {
 	// multiple of Flush: raft's heartbeat goroutine then wakes on those
 	// shared ticks, many at once, and its own (random) timer runs less
 	// often (held.go).
-	Park   time.Duration
-	Logger *slog.Logger
+	Park time.Duration
+	// WaitReachable, if set, blocks until the node at addr answers again
+	// (true) or ctx ends (false). A carried append that failed because its
+	// peer is unreachable is held until then, at most FailHold, and sent
+	// once more if the peer came back (holdFailed).
+	WaitReachable func(ctx context.Context, addr string) bool
+	// FailHold bounds that hold (default 1 s).
+	FailHold time.Duration
+	Logger   *slog.Logger
 }
 
 const (
-	defaultFlush   = 20 * time.Millisecond
-	defaultTimeout = 2 * time.Second
+	defaultFlush    = 20 * time.Millisecond
+	defaultTimeout  = 2 * time.Second
+	defaultFailHold = time.Second
 )
 
 // ErrClosed is returned for heartbeats after Close.

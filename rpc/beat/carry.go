@@ -282,11 +282,51 @@ func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 	}
 	t.sawCommit(args.LeaderCommitIndex)
 	err := t.carry(target, kindAppend, args, resp)
+	if err != nil && !errors.Is(err, errOldPeer) && t.holdFailed(target, err) {
+		err = t.carry(target, kindAppend, args, resp)
+	}
 	if errors.Is(err, errOldPeer) {
 		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
 	}
 	t.appended(target, err)
 	return err
+}
+
+// holdFailed holds an append that failed because target is unreachable
+// until the liveness check hears target again (true: send it once more),
+// FailHold passes, Urgent is called or the transport closes (false).
+//
+// Why: raft backs off a follower's replication after each failed append
+// (10 ms, doubling per failure up to 10.24 s, hashicorp/raft replicateTo)
+// and does not cut that sleep short when the follower comes back. Failing
+// at once, a follower cut off for 10 s collected enough failures for a
+// 5-10 s sleep, and stayed behind (its slot degraded) that long after the
+// partition healed (docs/reliability.md, "Five nodes"). Held, the
+// failures come at most one per FailHold, and the append that is held
+// when the peer comes back goes through at once. raftgroup calls Urgent
+// before raft's Shutdown, which waits for the replication goroutines.
+func (t *Transport) holdFailed(target raft.ServerAddress, err error) bool {
+	wait := t.c.opts.WaitReachable
+	if wait == nil || !errors.Is(err, peer.ErrUnreachable) {
+		return false
+	}
+	hold := t.c.opts.FailHold
+	if hold <= 0 {
+		hold = defaultFailHold
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hold)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-t.wake():
+		case <-t.h.closed:
+		case <-stop:
+		}
+		cancel()
+	}()
+	return wait(ctx, string(target))
 }
 
 // sendHeartbeat sends a heartbeat through the Coalescer (held.go), or the

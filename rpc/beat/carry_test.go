@@ -1,7 +1,11 @@
 package beat
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -487,5 +491,93 @@ func TestAlwaysOpenGroupFallsBackWhereRefused(t *testing.T) {
 				t.Fatal("the refusing peer was asked again on the node connection")
 			}
 		})
+	}
+}
+
+// An append that failed because its peer is unreachable is held: until
+// the peer answers again (then it is sent once more, and succeeds), at
+// most FailHold, or until Urgent. raft would otherwise count a failure
+// per try and back off its replication to that follower for up to 10 s.
+func TestFailedAppendHeldUntilThePeerIsBack(t *testing.T) {
+	l := newLoop()
+	var mu sync.Mutex
+	back := make(chan struct{})
+	waits := atomic.Int64{}
+	opts := Options{FailHold: 300 * time.Millisecond, WaitReachable: func(ctx context.Context, addr string) bool {
+		waits.Add(1)
+		mu.Lock()
+		ch := back
+		mu.Unlock()
+		select {
+		case <-ch:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}}
+	a, b := New(l, opts), New(l, Options{})
+	defer a.Close()
+	defer b.Close()
+	ntA, ntB := newNT(t), newNT(t)
+	target := ntB.LocalAddr()
+	l.add(string(target), b)
+	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
+	defer ta.Close()
+	defer tb.Close()
+	var appends atomic.Int64
+	raftStub(t, tb, &appends)
+	setFail := func(err error) {
+		l.mu.Lock()
+		l.fail[string(target)] = err
+		l.mu.Unlock()
+	}
+
+	// The peer stays away: the failure comes back after FailHold.
+	setFail(fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped))
+	var ar raft.AppendEntriesResponse
+	start := time.Now()
+	if err := ta.AppendEntries("b", target, appendReq(4, 7), &ar); !errors.Is(err, peer.ErrUnreachable) {
+		t.Fatalf("append to an unreachable peer: %v", err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("the failure came back after %v, want it held for FailHold", took)
+	}
+
+	// Another error is not held.
+	setFail(errors.New("something else"))
+	start = time.Now()
+	if err := ta.AppendEntries("b", target, appendReq(4, 7), &ar); err == nil || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("another error: %v after %v", err, time.Since(start))
+	}
+
+	// The peer comes back while the append is held: it goes through.
+	setFail(peer.ErrUnreachable)
+	done := make(chan error, 1)
+	go func() { done <- ta.AppendEntries("b", target, appendReq(4, 8), &ar) }()
+	testutil.Eventually(t, 5*time.Second, "the append held", testutil.True(func() bool { return waits.Load() >= 2 }))
+	setFail(nil)
+	mu.Lock()
+	close(back)
+	mu.Unlock()
+	if err := <-done; err != nil || !ar.Success || ar.LastLog != 8 {
+		t.Fatalf("append once the peer is back: %+v %v", ar, err)
+	}
+
+	// Urgent (raftgroup, before raft's Shutdown) ends a hold at once.
+	mu.Lock()
+	back = make(chan struct{})
+	mu.Unlock()
+	a.opts.FailHold = time.Hour
+	setFail(peer.ErrUnreachable)
+	go func() { done <- ta.AppendEntries("b", target, appendReq(4, 9), &ar) }()
+	testutil.Eventually(t, 5*time.Second, "the append held", testutil.True(func() bool { return waits.Load() >= 3 }))
+	ta.Urgent(time.Millisecond)
+	select {
+	case err := <-done:
+		if !errors.Is(err, peer.ErrUnreachable) {
+			t.Fatalf("after Urgent: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Urgent did not end the hold")
 	}
 }
