@@ -83,6 +83,12 @@
 // that answers that it does not know MethodRaft (an older binary) is sent
 // the stock way for a minute before it is asked again.
 //
+// A carried append that failed because its peer is unreachable is held
+// until the node's liveness check hears the peer again, then sent once
+// more, or until Options.FailHold (1 s) passes (holdFailed): raft backs
+// off its replication to a follower after every failed append, up to
+// 10 s, and does not cut that sleep short when the follower comes back.
+//
 // MethodRaft body: u16 group | u8 kind (1 append, 2 vote, 3 pre-vote, 4
 // timeout-now) | the request in msgpack, as NetworkTransport encodes it;
 // the answer is the group's response in msgpack.
