@@ -307,8 +307,8 @@ func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 // before raft's Shutdown, which waits for the replication goroutines.
 func (t *Transport) holdFailed(target raft.ServerAddress, err error) bool {
 	wait := t.c.opts.WaitReachable
-	if wait == nil || !errors.Is(err, peer.ErrUnreachable) {
-		return false
+	if wait == nil || !errors.Is(err, peer.ErrUnreachable) || t.urgent() {
+		return false // (Urgent: the group is stopping or confirming a leadership)
 	}
 	hold := t.c.opts.FailHold
 	if hold <= 0 {
