@@ -68,7 +68,9 @@ type Job struct {
 	RetryPolicy     *RetryPolicy `json:"retry_policy,omitempty"`
 	CallbackTimeout string       `json:"callback_timeout,omitempty"`
 
-	// Read-only, set by the server.
+	// Read-only, set by the server. The fields the server always sends
+	// are encoded even when zero, as it sends them (the CLI's -o json
+	// prints these types).
 	Collection string `json:"collection"`
 	Status     string `json:"status"` // StatusScheduled, StatusSucceeded, StatusFailed
 	Attempts   int    `json:"attempts"`
@@ -218,7 +220,7 @@ type Schedule struct {
 	EndAt   int64 `json:"end_at,omitempty"`
 	Paused  bool  `json:"paused"`
 
-	// Read-only, set by the server.
+	// Read-only, set by the server (encoded even when zero, as for Job).
 	Collection string `json:"collection"`
 	NextFireAt int64  `json:"next_fire_at"`
 	LastFireAt int64  `json:"last_fire_at"`
@@ -293,7 +295,7 @@ type Collection struct {
 	// makes one); callbacks are then signed (Standard Webhooks).
 	SigningSecret string `json:"signing_secret,omitempty"`
 
-	// Read-only, set by the server.
+	// Read-only, set by the server (encoded even when zero, as for Job).
 	SigningSecretSet bool   `json:"signing_secret_set"`
 	Status           string `json:"status"` // "active", or "deleting"
 	CreatedAt        int64  `json:"created_at"`
@@ -339,7 +341,7 @@ type Route struct {
 	MaxInFlight int         `json:"max_in_flight,omitempty"`
 	Batch       *RouteBatch `json:"batch,omitempty"`
 
-	// Read-only, set by the server.
+	// Read-only, set by the server (encoded even when zero, as for Job).
 	SigningSecretSet bool  `json:"signing_secret_set"`
 	CreatedAt        int64 `json:"created_at"`
 	UpdatedAt        int64 `json:"updated_at"`

@@ -1,11 +1,20 @@
 package node
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/liveness"
 	"github.com/timemachine-db/timemachine/raftgroup"
+	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
 // hurryOrder places the followers of a group so that the one with the
@@ -164,5 +173,73 @@ func TestBeatFlush(t *testing.T) {
 		if got := beatFlush(c.timing); got != c.want {
 			t.Errorf("beatFlush(%+v) = %v, want %v", c.timing, got, c.want)
 		}
+	}
+}
+
+// flakyPinger answers every ping, except those to the addresses in down,
+// which fail at once as a dropped connection does.
+type flakyPinger struct {
+	mu   sync.Mutex
+	down map[string]bool
+}
+
+func (p *flakyPinger) PingAsync(addr string, wall int64, done func(int64, error)) func() {
+	p.mu.Lock()
+	down := p.down[addr]
+	p.mu.Unlock()
+	go func() {
+		if down {
+			done(0, fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped))
+			return
+		}
+		done(time.Now().UnixNano(), nil)
+	}()
+	return func() {}
+}
+
+func (p *flakyPinger) set(addr string, down bool) {
+	p.mu.Lock()
+	p.down[addr] = down
+	p.mu.Unlock()
+}
+
+// waitReachable (what the slots' transports hold a failed append with,
+// rpc/beat holdFailed): a peer the liveness check has not found dead is
+// reachable at once; a dead one holds the caller until it answers again
+// and peerBack wakes it, or until the context ends.
+func TestWaitReachable(t *testing.T) {
+	pinger := &flakyPinger{down: map[string]bool{"b:2": true}}
+	n := &Node{}
+	n.live = liveness.New(liveness.Config{
+		Self: "n1", Peers: func() map[string]string { return map[string]string{"n1": "b:1", "n2": "b:2", "n3": "b:3"} },
+		Pinger: pinger, Interval: 10 * time.Millisecond, Lease: 400 * time.Millisecond, DeadAfter: 600 * time.Millisecond,
+		MaxOffset: 250 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.live.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testutil.Eventually(t, 5*time.Second, "n2 found dead", testutil.True(func() bool { return slices.Contains(n.live.DeadPeers(), "n2") }))
+
+	if !n.waitReachable(context.Background(), "b:3") {
+		t.Fatal("a live peer is not reachable")
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelShort()
+	if n.waitReachable(short, "b:2") {
+		t.Fatal("a dead peer was reachable")
+	}
+	got := make(chan bool, 1)
+	go func() { got <- n.waitReachable(context.Background(), "b:2") }()
+	pinger.set("b:2", false)
+	testutil.Eventually(t, 5*time.Second, "n2 answers again", testutil.True(func() bool { return !slices.Contains(n.live.DeadPeers(), "n2") }))
+	n.peerBack() // as the liveness reactor does when a dead peer is back
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Fatal("waitReachable gave up on a peer that came back")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waitReachable was not woken")
 	}
 }

@@ -241,7 +241,18 @@ func TestVoteGateRefusesUntilCaughtUp(t *testing.T) {
 // its own, closed when the test ends.
 func gateStores(t *testing.T) *storage.RaftStores {
 	t.Helper()
-	dir := t.TempDir()
+	db, stores := openSlotStores(t, t.TempDir())
+	t.Cleanup(func() {
+		stores.Close()
+		db.Close()
+	})
+	return stores
+}
+
+// openSlotStores opens a shared raft log file in dir and group slot-0's
+// stores in it (group directory dir/g); the caller closes both.
+func openSlotStores(t *testing.T, dir string) (*storage.RaftLogDB, *storage.RaftStores) {
+	t.Helper()
 	db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -251,11 +262,7 @@ func gateStores(t *testing.T) *storage.RaftStores {
 		db.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		stores.Close()
-		db.Close()
-	})
-	return stores
+	return db, stores
 }
 
 // chanTransport is a raft.Transport whose consumer is a channel the test
@@ -401,14 +408,7 @@ func TestSpentFloorIsDropped(t *testing.T) {
 		gate bool
 	}{{term: 4, gate: false}, {term: 3, gate: true}} {
 		dir := t.TempDir()
-		db, err := storage.OpenRaftLogDB(filepath.Join(dir, "slots.db"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stores, err := storage.OpenGroupStores(db, "slot-0", filepath.Join(dir, "g"), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		db, stores := openSlotStores(t, dir)
 		var logs []*raft.Log
 		for i := uint64(1); i <= 5; i++ {
 			logs = append(logs, &raft.Log{Index: i, Term: 3, Type: raft.LogNoop})

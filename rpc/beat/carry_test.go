@@ -68,21 +68,40 @@ func appendReq(term, index uint64) *raft.AppendEntriesRequest {
 		Entries: []*raft.Log{{Index: index, Term: term, Type: raft.LogCommand, Data: []byte("job"), AppendedAt: time.Now()}}}
 }
 
-// Votes, pre-votes, timeout-now and appends reach the peer's group through
-// the node connection (MethodRaft), answered by that group's raft.
-func TestRaftRPCsCarriedOnTheNodeConnection(t *testing.T) {
+// carried is group 3 of node a, carried on the node connection to the
+// same group on node b, whose raft is raftStub.
+type carried struct {
+	l       *loop
+	a       *Coalescer
+	ta      *Transport
+	target  raft.ServerAddress // b's group
+	appends *atomic.Int64      // the appends b's group took
+}
+
+// newCarried wires a (with opts) and b on a loop; everything closes when
+// the test ends.
+func newCarried(t *testing.T, opts Options) carried {
+	t.Helper()
 	l := newLoop()
-	a, b := New(l, Options{}), New(l, Options{})
-	defer a.Close()
-	defer b.Close()
+	a, b := New(l, opts), New(l, Options{})
+	t.Cleanup(func() { a.Close() })
+	t.Cleanup(func() { b.Close() })
 	ntA, ntB := newNT(t), newNT(t)
 	target := ntB.LocalAddr()
 	l.add(string(target), b)
 	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
-	defer ta.Close()
-	defer tb.Close()
-	var appends atomic.Int64
-	raftStub(t, tb, &appends)
+	t.Cleanup(func() { ta.Close() })
+	t.Cleanup(func() { tb.Close() })
+	c := carried{l: l, a: a, ta: ta, target: target, appends: new(atomic.Int64)}
+	raftStub(t, tb, c.appends)
+	return c
+}
+
+// Votes, pre-votes, timeout-now and appends reach the peer's group through
+// the node connection (MethodRaft), answered by that group's raft.
+func TestRaftRPCsCarriedOnTheNodeConnection(t *testing.T) {
+	c := newCarried(t, Options{})
+	a, ta, target := c.a, c.ta, c.target
 
 	var vr raft.RequestVoteResponse
 	if err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 4}, &vr); err != nil || !vr.Granted || vr.Term != 4 {
@@ -153,18 +172,8 @@ func TestRaftRPCsFallBackForAnOldPeer(t *testing.T) {
 // dials the stock pipeline once they come often; futures come out in
 // order either way.
 func TestLazyPipelineDialsUnderLoad(t *testing.T) {
-	l := newLoop()
-	a, b := New(l, Options{}), New(l, Options{})
-	defer a.Close()
-	defer b.Close()
-	ntA, ntB := newNT(t), newNT(t)
-	target := ntB.LocalAddr()
-	l.add(string(target), b)
-	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
-	defer ta.Close()
-	defer tb.Close()
-	var appends atomic.Int64
-	raftStub(t, tb, &appends)
+	c := newCarried(t, Options{})
+	a, ta, target, appends := c.a, c.ta, c.target, c.appends
 
 	p, err := ta.AppendEntriesPipeline("b", target)
 	if err != nil {
@@ -499,7 +508,6 @@ func TestAlwaysOpenGroupFallsBackWhereRefused(t *testing.T) {
 // most FailHold, or until Urgent. raft would otherwise count a failure
 // per try and back off its replication to that follower for up to 10 s.
 func TestFailedAppendHeldUntilThePeerIsBack(t *testing.T) {
-	l := newLoop()
 	var mu sync.Mutex
 	back := make(chan struct{})
 	waits := atomic.Int64{}
@@ -515,17 +523,8 @@ func TestFailedAppendHeldUntilThePeerIsBack(t *testing.T) {
 			return false
 		}
 	}}
-	a, b := New(l, opts), New(l, Options{})
-	defer a.Close()
-	defer b.Close()
-	ntA, ntB := newNT(t), newNT(t)
-	target := ntB.LocalAddr()
-	l.add(string(target), b)
-	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
-	defer ta.Close()
-	defer tb.Close()
-	var appends atomic.Int64
-	raftStub(t, tb, &appends)
+	c := newCarried(t, opts)
+	l, a, ta, target := c.l, c.a, c.ta, c.target
 	setFail := func(err error) {
 		l.mu.Lock()
 		l.fail[string(target)] = err
