@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/node"
 	"github.com/timemachine-db/timemachine/storage"
+	"github.com/timemachine-db/timemachine/tune"
 )
 
 func newServerCmd() *cobra.Command {
@@ -25,6 +25,7 @@ func newServerCmd() *cobra.Command {
 		logLevel  string
 		logFormat string
 		cacheMB   int64
+		idleProcs bool
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -40,11 +41,16 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 				return err
 			}
 			slog.SetDefault(log)
-			tuneGC()
+			tune.GC(0)
 			raiseFileLimit(log)
 			cfg.Logger = log
 			cfg.CacheBytes = cacheMB << 20
 			cfg.Version = version
+			if idleProcs && tune.GovernorEnabled() {
+				ctx, stop := context.WithCancel(context.Background())
+				defer stop()
+				go tune.NewGovernor(tune.GovernorOptions{Logger: log}).Run(ctx)
+			}
 			return runServer(cfg, log)
 		},
 	}
@@ -68,6 +74,7 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 	f.IntVar(&cfg.FirePerTarget, "fire-per-target", 0, "callbacks in flight at once to one target host:port, so a slow receiver cannot take the whole pool (default max(8, fire-concurrency/4))")
 	f.IntVar(&cfg.MaxMetaBytes, "max-meta-bytes", model.DefaultMaxMetaBytes, fmt.Sprintf("largest meta a job may carry, in bytes (at most %d)", model.MaxMetaBytesLimit))
 	f.Int64Var(&cacheMB, "cache-mb", 128, "storage block cache, in MiB")
+	f.BoolVar(&idleProcs, "idle-one-proc", true, "run Go on one processor while the node is idle (under 0.2 of a core for 5 s), back on all as soon as it is busy: less CPU per idle wake-up (off when GOMAXPROCS is set)")
 	f.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (off when empty; keep it on loopback)")
 	addSecurityFlags(f, &cfg)
 	f.DurationVar(&cfg.MaxClockOffset, "max-clock-offset", 250*time.Millisecond, "how far this node's clock may be from the cluster majority's; beyond it the node leads no slot (docs/api.md#the-callback)")
@@ -91,17 +98,6 @@ func newLogger(level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
-}
-
-// tuneGC trades some heap for CPU: the server allocates mostly short-lived
-// request and batch garbage, and at GOGC=200 a 1000-job batch create costs
-// ~12% less CPU (docs/benchmarks.md). The live heap is small (tens of MiB
-// even with millions of pending jobs: the jobs live in Pebble), so the
-// extra headroom is cheap. GOGC in the environment still wins.
-func tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(200)
-	}
 }
 
 // Exit statuses of the server besides 0 (a clean stop) and 1 (an error).

@@ -28,7 +28,7 @@ var layers = [][]string{
 	{"rpc/beat"},
 	{"rpc/webhook", "rpc/peer", "rpc/console", "rpc/openapi"},
 	{"rpc/mux"},
-	{"auth", "tlsconf", "secrets", "recur"},
+	{"auth", "tlsconf", "secrets", "recur", "tune"},
 	{"model"},
 }
 
