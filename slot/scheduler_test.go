@@ -752,3 +752,19 @@ func TestSchedulerLooksAgainAfterAClockStep(t *testing.T) {
 	rs.s.signal()
 	f.waitFired(t, 1) // waits 10 s at most; the loop's timer had ~29 s to go
 }
+
+// TestUntilTickAligns: a committer on an idle queue waits for the next
+// multiple of outcomeTick, the same instant on every slot of the node.
+func TestUntilTickAligns(t *testing.T) {
+	base := time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
+	for _, off := range []time.Duration{0, time.Nanosecond, time.Millisecond, outcomeTick - time.Nanosecond, outcomeTick, 7*outcomeTick + 1234567} {
+		now := base.Add(off)
+		d := untilTick(now)
+		if d <= 0 || d > outcomeTick {
+			t.Fatalf("untilTick(+%v) = %v, want in (0, %v]", off, d, outcomeTick)
+		}
+		if at := now.Add(d); at.UnixNano()%int64(outcomeTick) != 0 {
+			t.Fatalf("untilTick(+%v) = %v: %v is not on a tick", off, d, at)
+		}
+	}
+}
