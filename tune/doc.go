@@ -27,11 +27,13 @@
 //
 // The server's live heap is small — a few MiB on a node with 12 slots,
 // the jobs live in Pebble — so at a GOGC of 200 a node firing 2,000
-// callbacks a second collected ~3 times a second, and each cycle's
-// marking took a processor for ~5 ms: the callbacks that came due during
-// one were late by that much, enough to be the p99 of the lateness
-// benchmark (docs/benchmarks.md). GC keeps GOGC at 200 while the heap is
-// large and raises it while the heap is small, so that a cycle starts no
-// earlier than at Floor bytes; it re-computes after every cycle. GOGC in
-// the environment turns it off.
+// callbacks a second collected ~4 times a second (150–160 collections in
+// the 40 s lateness benchmark; 16–26 with the floor, docs/benchmarks.md
+// 2026-11-27). Each cycle costs CPU and takes a processor for a few
+// milliseconds of marking; the floor cut the collections, but the
+// benchmark's p99 lateness did not measurably change with it. GC keeps
+// GOGC at 200 while the heap is large and raises it while the heap is
+// small, so that a cycle starts no earlier than at Floor bytes; it
+// re-computes after every cycle. The price is RSS: a busy small node
+// holds ~50 MB more. GOGC in the environment turns it off.
 package tune
