@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,36 +43,10 @@ const (
 // ---------------------------------------------------------------------------
 // Ports
 
-var (
-	portMu    sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// freeClusterPort returns a loopback address whose port is free for TCP and
-// UDP (serf gossips on both). It picks from below the kernel's ephemeral
-// range (32768+ here), so that while a node is down for a restart its
-// ports cannot be taken as the source port of some outgoing connection,
-// and it never hands out the same port twice in one test process.
+// freeClusterPort returns a loopback address free for TCP and UDP, from
+// below the kernel's ephemeral range (testutil.ClusterAddr says why).
 func freeClusterPort() (string, error) {
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range 500 {
-		p := 15000 + rand.IntN(17000)
-		if portsUsed[p] {
-			continue
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		portsUsed[p] = true
+	if addr, err := testutil.ClusterAddr(); err == nil {
 		return addr, nil
 	}
 	return freePort() // very unlikely: fall back to an ephemeral port

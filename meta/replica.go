@@ -311,6 +311,10 @@ func (m *Replica) Campaign(dead string) bool { return m.g.Campaign(dead) }
 // CanCampaign reports whether Campaign can work (raftgroup.Group.CanCampaign).
 func (m *Replica) CanCampaign() bool { return m.g.CanCampaign() }
 
+// Follows reports whether this replica names leader, or campaigns past it
+// or leads itself (raftgroup.Group.Follows).
+func (m *Replica) Follows(leader string) bool { return m.g.Follows(leader) }
+
 // Voters lists the meta group's voters.
 func (m *Replica) Voters() []string { return m.g.Voters() }
 

@@ -39,18 +39,11 @@ type testCluster struct {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testutil.ClusterAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	// serf also needs the UDP port
-	u, err := net.ListenPacket("udp", l.Addr().String())
-	if err != nil {
-		return freeAddr(t)
-	}
-	u.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func testLogger(t *testing.T) *slog.Logger {

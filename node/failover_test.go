@@ -145,6 +145,50 @@ func TestFollowersTellTheirLastLogIndexes(t *testing.T) {
 	}
 }
 
+// A meta replica that took over from a dead leader, or campaigns past it,
+// tells the other follower it "follows" that leader: it is not one that
+// will leave the election to others. Answering false made the asker
+// campaign too, at the same moment and term, and the split vote left the
+// meta group to raft's own election timeout (3.2 s in
+// TestMetaFailoverWithinTwoSeconds, under -race on a loaded machine).
+func TestMetaSuccessorStillCountsAsFollowingTheDeadLeader(t *testing.T) {
+	tc := startCluster(t, 3, func(_ int, c *Config) { c.Timing = raftgroup.Timing{} })
+	var dead string
+	testutil.Eventually(t, 10*time.Second, "a meta leader", func() error {
+		for _, n := range tc.live() {
+			if n.meta.IsLeader() {
+				dead = n.ID()
+				return nil
+			}
+		}
+		return errors.New("no meta leader yet")
+	})
+	tc.kill(tc.index(dead))
+	var successor, other *Node
+	testutil.Eventually(t, 20*time.Second, "a new meta leader", func() error {
+		successor, other = nil, nil
+		for _, n := range tc.live() {
+			if n.meta.IsLeader() {
+				successor = n
+			} else {
+				other = n
+			}
+		}
+		if successor == nil || other == nil {
+			return errors.New("no new meta leader yet")
+		}
+		return nil
+	})
+	got := other.askViews(map[string]*lastIndexesReq{successor.ID(): {Groups: []string{metaGroupKey}, Leaders: []string{dead}}})
+	v, ok := got[successor.ID()][metaGroupKey]
+	if !ok {
+		t.Fatalf("%s did not answer for the meta group", successor.ID())
+	}
+	if !v.follows {
+		t.Fatalf("%s leads the meta group after %s died, yet answers that it does not follow %s: the other follower would campaign against it", successor.ID(), dead, dead)
+	}
+}
+
 // A follower that alone finds a slot's leader dead (a one-way fault, an
 // asymmetric partition) must not depose it: the TimeoutNow that makes the
 // picked follower campaign skips raft's leader stickiness, so it is sent

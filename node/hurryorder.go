@@ -385,8 +385,12 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 		}
 		if g == metaGroupKey {
 			resp.Last[i], resp.Term[i] = n.meta.LastLog()
-			id, _ := n.meta.Leader()
-			resp.Follows[i] = leader != "" && id == leader
+			// Not just "names leader": a replica that campaigned past it
+			// a moment ago names none, and counting it as one that will
+			// not campaign made both followers campaign at once — a
+			// split vote, and raft's own election timeout seconds later
+			// (TestMetaFailoverWithinTwoSeconds, 3.2 s).
+			resp.Follows[i] = n.meta.Follows(leader)
 			continue
 		}
 		s, err := strconv.Atoi(strings.TrimSpace(g))
