@@ -64,6 +64,11 @@ type Config struct {
 	// MaxMoves bounds the slots whose membership moves at once (default
 	// DefaultMaxMoves).
 	MaxMoves int
+	// Hears reports whether this node's liveness check hears node id now
+	// (it answers the node connection's pings). Gossip that still calls
+	// such a node failed is joined to it again (rejoinHeard). Nil: never.
+	Hears func(id string) bool
+
 	// ReplicaWarnAfter is how long a replica may stay unreachable or
 	// behind, while it is supposed to be in its slot's configuration,
 	// before the controller logs a warning (default DefaultReplicaWarnAfter).
@@ -94,6 +99,8 @@ type Cluster struct {
 	startedAt      int64                // process start, published in gossip (unix ms)
 	removedAt      atomic.Int64         // when this node was removed from the cluster (0: it was not)
 	removedNoticed map[string]time.Time // controller only: removed nodes last told or pruned
+	rejoined       map[string]time.Time // reconciler only: failed members last joined again (rejoinHeard)
+	rejoining      sync.Map             // member id → struct{}: a join to it runs (rejoinHeard)
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -112,6 +119,7 @@ func New(cfg Config) *Cluster {
 		cfg: cfg, log: cfg.Logger,
 		serfEvents: make(chan serf.Event, 256), kick: make(chan struct{}, 1), ctrlKick: make(chan struct{}, 1),
 		stop: make(chan struct{}), startedAt: time.Now().UnixMilli(), removedNoticed: map[string]time.Time{},
+		rejoined: map[string]time.Time{},
 	}
 	c.slotCount.Store(int64(cfg.SlotCount))
 	return c

@@ -37,6 +37,7 @@ func (c *Cluster) reconcileLoop() {
 
 func (c *Cluster) reconcileOnce() {
 	st := c.cfg.Meta.State()
+	c.rejoinHeard(st)
 	if !st.Formed() || !c.cfg.Meta.CaughtUp() || c.removedAt.Load() > 0 {
 		return
 	}

@@ -208,6 +208,52 @@ func (c *Cluster) joinAddrs() []string {
 	return out
 }
 
+// rejoinEvery is how often a member gossip calls failed, but which the
+// liveness check hears, is joined to again.
+const rejoinEvery = 2 * time.Second
+
+// rejoinHeard joins gossip again to each member that serf calls failed
+// while this node's liveness check hears it (Config.Hears). After a
+// partition heals, each side's memberlist holds the other as dead at the
+// incarnation it last saw, ignores an "alive" at that same incarnation,
+// and neither probes nor pushes state to dead members; only memberlist's
+// 30 s push-pull or serf's 30 s reconnect found them again, and the node
+// table said "failed" (the cluster not healthy) for 6–32 s after the
+// heal in the nemesis' partition cycles. A join is a push-pull: the
+// healed node learns it was declared dead, refutes it with a higher
+// incarnation, and every member takes it back within a gossip round.
+func (c *Cluster) rejoinHeard(st *raftfsm.MetaState) {
+	if c.serf == nil || c.cfg.Hears == nil {
+		return
+	}
+	now := time.Now()
+	for _, m := range c.members() {
+		if m.Status != serf.StatusFailed || m.ID == c.cfg.NodeID || c.tombstoned(st, m) {
+			continue
+		}
+		if now.Sub(c.rejoined[m.ID]) < rejoinEvery || !c.cfg.Hears(m.ID) {
+			continue
+		}
+		if _, running := c.rejoining.LoadOrStore(m.ID, struct{}{}); running {
+			continue
+		}
+		c.rejoined[m.ID] = now
+		c.log.Info("gossip calls a node failed that answers liveness pings: joining it again", "node", m.ID, "serf_addr", m.SerfAddr)
+		go func(id, addr string) {
+			defer c.rejoining.Delete(id)
+			c.serfMu.Lock()
+			down := c.serfDown
+			c.serfMu.Unlock()
+			if down {
+				return
+			}
+			if _, err := c.serf.Join([]string{addr}, true); err != nil {
+				c.log.Debug("joining a failed member again", "node", id, "addr", addr, "error", err)
+			}
+		}(m.ID, m.SerfAddr)
+	}
+}
+
 // tombstoned reports whether m is the old process of a removed node (a
 // process started after the removal is a re-join and is not).
 func (c *Cluster) tombstoned(st *raftfsm.MetaState, m member) bool {

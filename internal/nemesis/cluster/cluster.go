@@ -310,22 +310,53 @@ func (c *Cluster) Healthy(ctx context.Context) error {
 // WaitHealthy polls Healthy every 100 ms until it holds or timeout passes;
 // it returns how long it took and, on timeout, the last reason.
 func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	d, _, err := c.WaitHealthyTrace(ctx, timeout)
+	return d, err
+}
+
+// WaitHealthyTrace is WaitHealthy that also returns why the cluster was not
+// healthy meanwhile: each reason as it first appeared ("+1.2s: slot 3 led
+// by \"\""), a new line only when the reason's head changes (the cluster
+// summary a reason ends with changes on every poll). A slow recovery is
+// read from it: which node's view, which slot, what state.
+func (c *Cluster) WaitHealthyTrace(ctx context.Context, timeout time.Duration) (time.Duration, []string, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var trace []string
+	last := ""
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
 		err := c.Healthy(rctx)
 		rcancel()
 		if err == nil {
-			return time.Since(start), nil
+			return time.Since(start), trace, nil
+		}
+		if h := reasonHead(err.Error()); h != last {
+			last = h
+			msg := err.Error()
+			if len(msg) > 400 {
+				msg = msg[:400] + "…"
+			}
+			trace = append(trace, fmt.Sprintf("+%v: %s", time.Since(start).Round(10*time.Millisecond), msg))
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), fmt.Errorf("not healthy after %v: %w", timeout, err)
+			return time.Since(start), trace, fmt.Errorf("not healthy after %v: %w", timeout, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// reasonHead is a Healthy error without the cluster summary it may end
+// with (Info.Summary: "n1:alive:led=4 …").
+func reasonHead(msg string) string {
+	if i := strings.Index(msg, ":led="); i > 0 {
+		if j := strings.LastIndex(msg[:i], ": "); j > 0 {
+			return msg[:j]
+		}
+	}
+	return msg
 }
 
 // SupportsFlag reports whether the binary's server command knows flag

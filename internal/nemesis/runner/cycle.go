@@ -51,6 +51,10 @@ func (r *run) faultEnd(f history.Fault) {
 	r.rec.Fault(f)
 }
 
+// slowRecovery is the recovery time over which a cycle prints why the
+// cluster was not healthy meanwhile (Cluster.WaitHealthyTrace).
+const slowRecovery = 3 * time.Second
+
 // cycle runs one step of the schedule: the fault, held for its time, its
 // healing, and the wait for a healthy cluster.
 func (r *run) cycle(ctx context.Context, s fault.Step) history.Cycle {
@@ -71,8 +75,15 @@ func (r *run) cycle(ctx context.Context, s fault.Step) history.Cycle {
 		desc += "; VIOLATION: " + v
 	}
 	healed := time.Now()
-	d, err := r.cl.WaitHealthy(ctx, r.cfg.SettleTimeout)
+	d, trace, err := r.cl.WaitHealthyTrace(ctx, r.cfg.SettleTimeout)
 	c.End = r.clock.Now()
+	if d > slowRecovery || err != nil {
+		// Why it took long: each reason the cluster was not healthy, as
+		// it first appeared.
+		for _, t := range trace {
+			r.printf("    not healthy %s", t)
+		}
+	}
 	c.RecoveryNs = int64(d)
 	if err != nil {
 		c.Problem = err.Error()
