@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -237,8 +239,15 @@ func (c *Cluster) rejoinHeard(st *raftfsm.MetaState) {
 		if _, running := c.rejoining.LoadOrStore(m.ID, struct{}{}); running {
 			continue
 		}
+		last := c.rejoined[m.ID]
 		c.rejoined[m.ID] = now
-		c.log.Info("gossip calls a node failed that answers liveness pings: joining it again", "node", m.ID, "serf_addr", m.SerfAddr)
+		// Once per episode at Info: a member whose gossip never takes the
+		// join (another gossip key) would log every 2 s.
+		lvl := slog.LevelInfo
+		if now.Sub(last) < time.Minute {
+			lvl = slog.LevelDebug
+		}
+		c.log.Log(context.Background(), lvl, "gossip calls a node failed that answers liveness pings: joining it again", "node", m.ID, "serf_addr", m.SerfAddr)
 		go func(id, addr string) {
 			defer c.rejoining.Delete(id)
 			c.serfMu.Lock()
