@@ -72,3 +72,19 @@ func TestSlots(t *testing.T) {
 		}
 	}
 }
+
+// A slow recovery's trace starts a new line only when the reason changes,
+// not when the cluster summary at its end does.
+func TestReasonHead(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"via n1: node n1 is failed: n1:failed:led=0:replicas=12 n2:alive:led=6:replicas=12 | slots 0=n2/n1,n2,n3/healthy",
+			"via n1: node n1 is failed"},
+		{"via n2: slot 3 led by \"\": n1:alive:led=4:replicas=12 | slots", "via n2: slot 3 led by \"\""},
+		{"n1 not ready: /readyz 503: {\"error\":{}}", "n1 not ready: /readyz 503: {\"error\":{}}"},
+		{"n3 is paused", "n3 is paused"},
+	} {
+		if got := reasonHead(c.in); got != c.want {
+			t.Errorf("reasonHead(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
