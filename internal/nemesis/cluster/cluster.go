@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 // Net is the network the nodes run on: loopback (Loopback) or the
@@ -375,37 +377,11 @@ func Version(bin string) string {
 	return strings.TrimSpace(string(out))
 }
 
-var (
-	portMu   sync.Mutex
-	portUsed = map[string]bool{}
-)
-
 // freeLoopbackPort returns a 127.0.0.1 address free for TCP and UDP (serf
 // uses both), below the ephemeral range so that a stopped node's port is
-// not taken as a source port meanwhile, never the same twice.
-func freeLoopbackPort() (string, error) {
-	portMu.Lock()
-	defer portMu.Unlock()
-	for p := 21000 + os.Getpid()%5000; p < 32000; p += 7 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-		if portUsed[addr] {
-			continue
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		portUsed[addr] = true
-		return addr, nil
-	}
-	return "", errors.New("no free loopback port")
-}
+// not taken as a source port meanwhile, never the same twice
+// (testutil.ClusterAddr).
+func freeLoopbackPort() (string, error) { return testutil.ClusterAddr() }
 
 // Loopback is the plain network: every node on 127.0.0.1 with its own
 // ports, no network faults possible.
