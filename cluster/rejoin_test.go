@@ -66,6 +66,19 @@ func TestRejoinHeardFailedMember(t *testing.T) {
 		return nil
 	})
 	gossipOnly(t, "b", addrB, nil, nil) // alone: no --join, no snapshot
+
+	// No join while the liveness check does not hear b, nor from a node
+	// that was removed from the cluster (it stays out of the gossip).
+	a.cfg.Hears = func(string) bool { return false }
+	a.rejoinHeard(&raftfsm.MetaState{})
+	a.cfg.Hears = hears
+	a.removedAt.Store(1)
+	a.rejoinHeard(&raftfsm.MetaState{})
+	a.removedAt.Store(0)
+	if len(a.rejoined) != 0 {
+		t.Fatalf("joined b again unheard or after removal: %v", a.rejoined)
+	}
+
 	a.rejoinHeard(&raftfsm.MetaState{})
 	testutil.Eventually(t, 5*time.Second, "a sees b alive again", func() error {
 		if s := statusOf(a, "b"); s != serf.StatusAlive {

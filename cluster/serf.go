@@ -225,8 +225,8 @@ const rejoinEvery = 2 * time.Second
 // healed node learns it was declared dead, refutes it with a higher
 // incarnation, and every member takes it back within a gossip round.
 func (c *Cluster) rejoinHeard(st *raftfsm.MetaState) {
-	if c.serf == nil || c.cfg.Hears == nil {
-		return
+	if c.serf == nil || c.cfg.Hears == nil || c.removedAt.Load() > 0 {
+		return // removed: this process stays out of the gossip (joinLoop)
 	}
 	now := time.Now()
 	for _, m := range c.members() {
