@@ -38,6 +38,10 @@ type Options struct {
 // the process must stop without using it again.
 var ErrFatal = errors.New("storage failed")
 
+// memTableStopWrites is how many memtables may exist at once (one being
+// written, the rest waiting for their flush) before Pebble stops writes.
+const memTableStopWrites = 4
+
 // DB is the node's single Pebble instance.
 type DB struct {
 	pdb     *pebble.DB
@@ -63,12 +67,20 @@ func Open(dir string, o Options) (*DB, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	cache := pebble.NewCache(o.CacheBytes)
+	// Pebble reserves each memtable's size in the block cache it is given.
+	// Given CacheBytes alone (as until 2026-11-27), the default 128 MiB
+	// held 64–96 MiB of blocks while one or two 32 MiB memtables existed,
+	// and none at all when writes queued four: every record read went to
+	// the file, its checksum and its decompression (a quarter of the
+	// apply's CPU for every-second schedules, docs/benchmarks.md). Room for
+	// the memtables on top keeps CacheBytes for blocks; the memtables'
+	// own memory is allocated as it always was.
+	cache := pebble.NewCache(o.CacheBytes + memTableStopWrites*int64(o.MemTableBytes))
 	defer cache.Unref()
 	po := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                o.MemTableBytes,
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: memTableStopWrites,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		LBaseMaxBytes:               64 << 20,

@@ -110,3 +110,44 @@ func TestBatchReadsItsOwnWrites(t *testing.T) {
 		t.Error("Get on a write-only batch succeeded")
 	}
 }
+
+// Pebble takes each memtable's size out of the block cache it is given
+// (a reservation), so a cache no larger than the memtables held no block
+// at all while writes were going on: every read went to the file and its
+// checksum. Open gives Pebble room for the memtables on top of
+// CacheBytes, so that CacheBytes is what blocks get.
+func TestMemtablesDoNotTakeTheBlockCache(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CacheBytes: 1 << 20, MemTableBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := db.NewBatch()
+	for i := 0; i < 20000; i++ {
+		if err := b.Set([]byte(fmt.Sprintf("key-%06d", i)), []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The next memtable holds a write, and with it its reservation.
+	b = db.NewBatch()
+	if err := b.Set([]byte("another"), []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20000; i += 100 {
+		if _, found, err := db.Get([]byte(fmt.Sprintf("key-%06d", i))); err != nil || !found {
+			t.Fatalf("key-%06d: found %v, %v", i, found, err)
+		}
+	}
+	if got := db.Stats().BlockCacheSize; got == 0 {
+		t.Fatal("no block was cached: the memtables took the whole block cache")
+	}
+}
