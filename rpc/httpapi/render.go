@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -88,12 +89,22 @@ func appendBoolField(b []byte, key string, v bool) []byte {
 	return strconv.AppendBool(appendKey(b, key), v)
 }
 
-// durationString renders milliseconds as a Go duration ("1s", "10m0s").
+// durationString renders milliseconds as a Go duration in its short form,
+// the one API.md writes ("10m", "24h", "1h30m", "1m30s", "1.5s"): Go's
+// String() with the trailing zero units dropped ("10m0s" → "10m"), which
+// time.ParseDuration reads back to the same value.
 func durationString(ms int64) string {
 	if ms > math.MaxInt64/int64(time.Millisecond) {
 		ms = math.MaxInt64 / int64(time.Millisecond)
 	}
-	return model.Duration(ms).String()
+	s := model.Duration(ms).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 func appendFloat(b []byte, f float64) []byte {

@@ -25,7 +25,7 @@ func TestJobRendering(t *testing.T) {
 	coll := &model.Collection{Name: "orders", Retry: model.RetryPolicy{InitialIntervalMs: 250, MaxAttempts: 2}, CallbackTimeoutMs: 3000}
 	got := string(appendJob(nil, j, coll))
 	want := `{"id":"j1","collection":"orders","trigger_time":1767225600000,"callback_url":"https://example.com/hook?a=1&b=<2>","meta":{"any":"json"},` +
-		`"retry_policy":{"max_attempts":7,"initial_interval":"250ms","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},"callback_timeout":"3s",` +
+		`"retry_policy":{"max_attempts":7,"initial_interval":"250ms","multiplier":2,"max_interval":"10m","max_age":"24h"},"callback_timeout":"3s",` +
 		`"status":"scheduled","attempts":1,"last_error":"HTTP 503 \"busy\"\n","version":3,"created_at":10,"updated_at":20,"finished_at":0,"next_attempt_at":1767225660000}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
@@ -33,7 +33,7 @@ func TestJobRendering(t *testing.T) {
 	// Finished, routed, no meta, no collection config: defaults; no next_attempt_at.
 	j2 := &model.Job{Collection: "c", ID: "j2", Status: model.StatusFailed, TriggerTime: 1, DueTime: 1, Route: "billing", FinishedAt: 30, CallbackTimeoutMs: 1500}
 	got = string(appendJob(nil, j2, nil))
-	want = `{"id":"j2","collection":"c","trigger_time":1,"route":"billing","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},` +
+	want = `{"id":"j2","collection":"c","trigger_time":1,"route":"billing","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m","max_age":"24h"},` +
 		`"callback_timeout":"1.5s","status":"failed","attempts":0,"last_error":"","version":0,"created_at":0,"updated_at":0,"finished_at":30}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
