@@ -184,17 +184,10 @@ func (p *Policy) check(host string, a netip.Addr, port uint16) error {
 // in brackets, with or without a zone), "localhost" and its subdomains,
 // or a well-known cloud metadata name. ok is false for a host name.
 func LiteralHost(host string) (netip.Addr, bool) {
-	h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if i := strings.IndexByte(h, '%'); i >= 0 {
-		h = h[:i]
-	}
-	if a, err := netip.ParseAddr(h); err == nil {
-		return a.Unmap(), true
-	}
-	if a, ok := parseInetAton(h); ok {
+	if a, ok := addressLiteral(host); ok {
 		return a, true
 	}
-	lower := strings.TrimSuffix(strings.ToLower(h), ".")
+	lower := strings.TrimSuffix(strings.ToLower(host), ".")
 	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
 		return netip.MustParseAddr("127.0.0.1"), true
 	}
@@ -202,6 +195,21 @@ func LiteralHost(host string) (netip.Addr, bool) {
 		return a, true
 	}
 	return netip.Addr{}, false
+}
+
+// addressLiteral returns the address a URL host spells, in any spelling
+// the system resolver would accept (dotted, shortened, hexadecimal, octal
+// or a single 32-bit number; IPv6 in brackets, with or without a zone).
+// ok is false for a name, "localhost" included.
+func addressLiteral(host string) (netip.Addr, bool) {
+	h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if i := strings.IndexByte(h, '%'); i >= 0 {
+		h = h[:i]
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Unmap(), true
+	}
+	return parseInetAton(h)
 }
 
 // parseInetAton parses the IPv4 forms of BSD's inet_aton, which glibc's
@@ -254,18 +262,27 @@ func parseInetAton(s string) (netip.Addr, bool) {
 
 // CheckURL vets a callback or webhook URL at create: a host that is an
 // address in any spelling is checked against the policy; a host name is
-// left to the dial, where it is checked after resolution on every attempt.
-// The error names the rule; the URL's other parts are not repeated.
+// left to the dial, where it is checked after resolution on every attempt
+// (API.md §6). That includes "localhost", which the dial checks without
+// asking DNS: refused there, it fails the job with a last_error naming
+// the policy, as any refused name does. The well-known cloud metadata
+// names stand for one address each and are checked here, as that address
+// (docs/api.md). The error names the rule; the URL's other parts are not
+// repeated.
 func (p *Policy) CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("%w: callback URL does not parse", ErrInvalidRequest)
 	}
-	a, ok := LiteralHost(u.Hostname())
+	h := u.Hostname()
+	a, ok := addressLiteral(h)
+	if !ok {
+		a, ok = metadataNames[strings.TrimSuffix(strings.ToLower(h), ".")]
+	}
 	if !ok {
 		return nil
 	}
-	return p.check(u.Hostname(), a, portOf(u))
+	return p.check(h, a, portOf(u))
 }
 
 func portOf(u *url.URL) uint16 {

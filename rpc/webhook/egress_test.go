@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestParseInetAton(t *testing.T) {
@@ -87,7 +88,8 @@ func TestCheckURLTargets(t *testing.T) {
 		{"http://127.1:8080/", false, true},
 		{"http://0x7f.0.0.1:8080/", false, true},
 		{"http://2130706433:8080/", false, true},
-		{"http://localhost:8080/", false, true},
+		// A name, "localhost" too, is checked at the dial (below).
+		{"http://localhost:8080/", false, false},
 		{"http://[::1]:8080/", false, true},
 		{"https://example.com/hook", false, false},
 		{"https://93.184.215.14/hook", false, false},
@@ -105,6 +107,16 @@ func TestCheckURLTargets(t *testing.T) {
 			if err != nil && !errors.Is(err, ErrRefused) {
 				t.Errorf("%s: %v is not ErrRefused", c.url, err)
 			}
+		}
+	}
+	// The names refused at the dial, without a DNS lookup and before any
+	// packet: the attempt fails with the policy's error.
+	for _, c := range []struct {
+		p    *Policy
+		addr string
+	}{{prod, "localhost:8080"}, {prod, "app.localhost:8080"}, {def, "metadata.google.internal:80"}} {
+		if _, err := c.p.Dial(c.addr, time.Second); !errors.Is(err, ErrRefused) {
+			t.Errorf("Dial(%s) = %v, want ErrRefused", c.addr, err)
 		}
 	}
 	allow, err := NewPolicy(nil, []string{"203.0.113.0/24"})
