@@ -3,12 +3,15 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 var idRe = regexp.MustCompile(`^[A-Za-z0-9._:@~=+-]{1,255}$`)
@@ -345,5 +348,40 @@ func TestHealthClusterMetrics(t *testing.T) {
 		t.Errorf("PATCH a job: %s, want 405", r)
 	} else if msg := checkError(r, r.Status, ""); msg != "" {
 		t.Errorf("PATCH a job: %s", msg)
+	}
+}
+
+// TestFinishedJobsDisappearAfterRetention: a finished job stays readable
+// for its collection's retention, then disappears (API.md §3) from GET and
+// from the list at once, not only when the slot leader's upkeep (every
+// 30 s) removes it.
+func TestFinishedJobsDisappearAfterRetention(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	rcv := newReceiver(t)
+	coll := s.newCollection(t, "ret", map[string]any{"retention": "3s"})
+	s.createJob(t, coll, map[string]any{"id": "short", "delay": "50ms", "callback_url": rcv.URL + "/hook"})
+	j := s.waitStatus(t, coll, "short", "succeeded", 10*time.Second)
+	if len(s.listAll(t, coll, "")) != 1 {
+		t.Fatal("the succeeded job is not listed within its retention")
+	}
+	gone := time.UnixMilli(j.FinishedAt).Add(3 * time.Second)
+	err := testutil.Poll(10*time.Second, func() error {
+		if _, ok := s.getJob(t, coll, "short"); ok {
+			return errors.New("still readable")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("finished at %d, retention 3s: %v", j.FinishedAt, err)
+	}
+	if late := time.Since(gone); late > 2*time.Second {
+		t.Errorf("readable until %v after its retention ended", late)
+	}
+	if time.Now().Before(gone) {
+		t.Errorf("gone %v before its retention ended", time.Until(gone))
+	}
+	if n := len(s.listAll(t, coll, "")); n != 0 {
+		t.Errorf("listed %d jobs after the retention", n)
 	}
 }

@@ -224,7 +224,8 @@ func (s *Service) resolveUpsert(ctx context.Context, sl int, cmd *raftfsm.Upsert
 // GetJob reads a job on its slot's leader, so a client reads its own
 // writes through any node.
 func (s *Service) GetJob(ctx context.Context, coll, id string) (*model.Job, error) {
-	if _, err := s.knownCollection(ctx, coll); err != nil {
+	c, err := s.knownCollection(ctx, coll)
+	if err != nil {
 		return nil, err
 	}
 	j, ok, err := s.fwd.GetJob(ctx, s.slotOf(coll, id), coll, id)
@@ -236,10 +237,19 @@ func (s *Service) GetJob(ctx context.Context, coll, id string) (*model.Job, erro
 	if err != nil {
 		return nil, fail(err)
 	}
-	if !ok {
+	if !ok || expired(j, c, s.now()) {
 		return nil, model.NotFound("job %q does not exist in collection %q (finished jobs are removed after the collection's retention)", id, coll)
 	}
 	return j, nil
+}
+
+// expired reports whether a finished job is past its collection's
+// retention. API.md §3: it then disappears. The slot leader's upkeep
+// removes it only on its next pass (every 30 s by default), so until then
+// reads answer as if it were gone already, at the same bound the removal
+// uses (finished before now - retention).
+func expired(j *model.Job, c *model.Collection, now int64) bool {
+	return j.Status.Finished() && j.FinishedAt > 0 && j.FinishedAt < now-c.EffectiveRetentionMs()
 }
 
 // DeleteJob removes a job.
@@ -310,7 +320,8 @@ func (s *Service) resolveDelete(ctx context.Context, sl int, coll, id string, st
 // scan budget) bounds how far the merged page can go, so the next cursor
 // never skips a job.
 func (s *Service) ListJobs(ctx context.Context, q model.ListQuery) ([]*model.Job, *model.ListPos, error) {
-	if _, err := s.knownCollection(ctx, q.Coll); err != nil {
+	c, err := s.knownCollection(ctx, q.Coll)
+	if err != nil {
 		return nil, nil, err
 	}
 	count := s.slotCount()
@@ -335,13 +346,16 @@ func (s *Service) ListJobs(ctx context.Context, q model.ListQuery) ([]*model.Job
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, fail(err)
 	}
-	jobs, next := mergePages(pages, q.Limit)
+	now := s.now()
+	jobs, next := mergePages(pages, q.Limit, func(j *model.Job) bool { return expired(j, c, now) })
 	return jobs, next, nil
 }
 
 // mergePages merges per-slot pages (each ordered) into one page of at
 // most limit jobs and the position to continue from (nil at the end).
-func mergePages(pages []model.ListPage, limit int) ([]*model.Job, *model.ListPos) {
+// Jobs hide says are gone (past retention) are left out; the position
+// still moves past them.
+func mergePages(pages []model.ListPage, limit int, hide func(*model.Job) bool) ([]*model.Job, *model.ListPos) {
 	var bound *model.ListPos
 	var all []*model.Job
 	for i := range pages {
@@ -360,6 +374,9 @@ func mergePages(pages []model.ListPage, limit int) ([]*model.Job, *model.ListPos
 		pos := model.ListPos{Trigger: j.TriggerTime, ID: j.ID}
 		if bound != nil && bound.Less(pos) {
 			break
+		}
+		if hide != nil && hide(j) {
+			continue
 		}
 		if len(out) == limit {
 			last := out[len(out)-1]

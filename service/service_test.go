@@ -123,9 +123,20 @@ func TestMergePages(t *testing.T) {
 			{Jobs: []*model.Job{job(5, "e")}},
 		}, 10, "1/a 2/b ", &model.ListPos{Trigger: 4, ID: "d"}},
 		{"nothing at all", []model.ListPage{{}, {}}, 10, "", nil},
+		// Jobs past retention ("gone-" here) are left out and do not count.
+		{"gone jobs are left out", []model.ListPage{
+			{Jobs: []*model.Job{job(1, "gone-a"), job(4, "d")}},
+			{Jobs: []*model.Job{job(2, "b"), job(3, "gone-c")}},
+		}, 10, "2/b 4/d ", nil},
+		{"gone jobs do not count against the limit", []model.ListPage{
+			{Jobs: []*model.Job{job(1, "gone-a"), job(2, "b"), job(3, "gone-c"), job(4, "d"), job(5, "e")}},
+		}, 2, "2/b 4/d ", &model.ListPos{Trigger: 4, ID: "d"}},
+		{"only gone jobs after the limit: the end", []model.ListPage{
+			{Jobs: []*model.Job{job(1, "a"), job(2, "b"), job(3, "gone-c")}},
+		}, 2, "1/a 2/b ", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			jobs, next := mergePages(tc.pages, tc.limit)
+			jobs, next := mergePages(tc.pages, tc.limit, func(j *model.Job) bool { return strings.HasPrefix(j.ID, "gone-") })
 			if got := ids(jobs); got != tc.want {
 				t.Errorf("page %q, want %q", got, tc.want)
 			}
