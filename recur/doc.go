@@ -8,16 +8,11 @@
 //
 // Cron expressions are parsed by github.com/robfig/cron/v3 (ParseStandard)
 // and evaluated in the schedule's time zone. Daylight-saving transitions
-// follow that library's rules, which are those of Vixie cron for
-// wall-clock times:
-//   - spring forward (a local time that does not exist that day, such as
-//     02:30 in Europe/Berlin on the last Sunday of March): an expression
-//     that names a time inside the gap does not fire in it; robfig moves
-//     to the next matching instant that does exist, so "30 2 * * *" skips
-//     that day and "*/15 * * * *" goes from 01:45 straight to 03:00.
-//   - fall back (a local time that happens twice): robfig walks real
-//     time, so a time inside the repeated hour matches in both passes
-//     and fires twice ("30 2 * * *" fires at 02:30 CEST and at 02:30 CET).
+// follow Vixie cron (dst.go), which robfig/cron alone does not: a
+// fixed-time expression (minute and hour fields not beginning with "*")
+// whose time falls in the spring-forward gap fires at the transition, and
+// one whose time falls in a fall back's repeated span fires in the first
+// pass only; wildcard expressions run on real time as robfig walks it.
 //
 // The table tests in recur_test.go pin these behaviours down, so a change
 // of library version that alters them is noticed.

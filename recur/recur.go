@@ -27,7 +27,8 @@ var ErrInvalid = errors.New("invalid schedule")
 type Spec struct {
 	every  time.Duration
 	anchor int64 // ms; occurrences of an "every" schedule are anchor + k*every
-	cron   cron.Schedule
+	cron   *cron.SpecSchedule
+	fixed  bool // a fixed-time cron expression: cron's daylight-saving rules apply (dst.go)
 	loc    *time.Location
 	start  int64 // ms, 0: none
 	end    int64 // ms, 0: none
@@ -118,9 +119,11 @@ func New(p Params) (*Spec, error) {
 		}
 		return s, nil
 	}
-	if s.cron, err = ParseCron(p.Cron, loc); err != nil {
+	c, err := ParseCron(p.Cron, loc)
+	if err != nil {
 		return nil, err
 	}
+	s.cron, s.fixed = c.(*cron.SpecSchedule), fixedTime(p.Cron)
 	return s, nil
 }
 
@@ -134,7 +137,7 @@ func (s *Spec) Next(after int64) int64 {
 		if s.start != 0 && after < s.start-1 {
 			after = s.start - 1
 		}
-		t := s.cron.Next(time.UnixMilli(after).In(s.loc))
+		t := s.cronNext(time.UnixMilli(after).In(s.loc))
 		if t.IsZero() {
 			return 0
 		}

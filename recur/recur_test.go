@@ -20,16 +20,34 @@ func TestCronNext(t *testing.T) {
 		name, tz, expr, from string
 		want                 []string // RFC 3339, in the zone's offset
 	}{
-		{"berlin spring gap: the day without 02:30 is skipped", "Europe/Berlin", "30 2 * * *", "2026-03-28T12:00:00+01:00",
-			[]string{"2026-03-30T02:30:00+02:00", "2026-03-31T02:30:00+02:00"}},
+		// Daylight saving time as cron does it (dst.go): a fixed time in
+		// the spring-forward gap runs at the transition; a fixed time in
+		// the repeated span of a fall back runs once, in the first pass;
+		// wildcard expressions run on real time as it comes.
+		{"berlin spring gap: 02:30 runs at the change, 03:00 CEST", "Europe/Berlin", "30 2 * * *", "2026-03-28T12:00:00+01:00",
+			[]string{"2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00", "2026-03-31T02:30:00+02:00"}},
 		{"berlin spring gap: every 15 min jumps 01:45 -> 03:00", "Europe/Berlin", "*/15 * * * *", "2026-03-29T01:40:00+01:00",
 			[]string{"2026-03-29T01:45:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-29T03:15:00+02:00"}},
-		{"berlin fall back: 02:30 fires in both passes", "Europe/Berlin", "30 2 * * *", "2026-10-24T12:00:00+02:00",
-			[]string{"2026-10-25T02:30:00+02:00", "2026-10-25T02:30:00+01:00", "2026-10-26T02:30:00+01:00"}},
+		{"berlin spring gap: a wildcard hour skips the missing 02:30", "Europe/Berlin", "30 * * * *", "2026-03-29T01:10:00+01:00",
+			[]string{"2026-03-29T01:30:00+01:00", "2026-03-29T03:30:00+02:00"}},
+		{"berlin spring gap: an hour range is a fixed time", "Europe/Berlin", "15 1-3 * * *", "2026-03-29T00:00:00+01:00",
+			[]string{"2026-03-29T01:15:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-29T03:15:00+02:00", "2026-03-30T01:15:00+02:00"}},
+		{"berlin spring gap: not on a day the expression skips", "Europe/Berlin", "30 2 * * 1", "2026-03-28T12:00:00+01:00",
+			[]string{"2026-03-30T02:30:00+02:00"}},
+		{"berlin spring gap: @daily is midnight, untouched", "Europe/Berlin", "@daily", "2026-03-28T12:00:00+01:00",
+			[]string{"2026-03-29T00:00:00+01:00", "2026-03-30T00:00:00+02:00"}},
+		{"berlin fall back: 02:30 runs once, in the first pass", "Europe/Berlin", "30 2 * * *", "2026-10-24T12:00:00+02:00",
+			[]string{"2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"}},
+		{"berlin fall back: an hour range skips the second pass", "Europe/Berlin", "15 1-3 * * *", "2026-10-25T00:00:00+02:00",
+			[]string{"2026-10-25T01:15:00+02:00", "2026-10-25T02:15:00+02:00", "2026-10-25T03:15:00+01:00"}},
+		{"berlin fall back: @hourly runs every real hour", "Europe/Berlin", "@hourly", "2026-10-25T01:30:00+02:00",
+			[]string{"2026-10-25T02:00:00+02:00", "2026-10-25T02:00:00+01:00", "2026-10-25T03:00:00+01:00"}},
+		{"berlin fall back: a wildcard minute runs in both passes", "Europe/Berlin", "*/30 2 * * *", "2026-10-25T01:50:00+02:00",
+			[]string{"2026-10-25T02:00:00+02:00", "2026-10-25T02:30:00+02:00", "2026-10-25T02:00:00+01:00", "2026-10-25T02:30:00+01:00", "2026-10-26T02:00:00+01:00"}},
 		{"new york spring gap", "America/New_York", "30 2 * * *", "2026-03-07T12:00:00-05:00",
-			[]string{"2026-03-09T02:30:00-04:00", "2026-03-10T02:30:00-04:00"}},
-		{"new york fall back: 01:30 twice", "America/New_York", "30 1 * * *", "2026-10-31T12:00:00-04:00",
-			[]string{"2026-11-01T01:30:00-04:00", "2026-11-01T01:30:00-05:00", "2026-11-02T01:30:00-05:00"}},
+			[]string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00", "2026-03-10T02:30:00-04:00"}},
+		{"new york fall back: 01:30 once", "America/New_York", "30 1 * * *", "2026-10-31T12:00:00-04:00",
+			[]string{"2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"}},
 		{"feb 29 only in leap years", "UTC", "0 0 29 2 *", "2026-01-01T00:00:00Z",
 			[]string{"2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"}},
 		{"*/7 restarts each hour", "UTC", "*/7 * * * *", "2026-01-01T00:50:00Z",
