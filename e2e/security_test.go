@@ -238,7 +238,6 @@ func TestSecurityBrowserAndInputAttacks(t *testing.T) {
 		"http://" + s.HTTPAddr + "/v1/admin/compact",
 		"http://127.1:" + portOf(s.HTTPAddr) + "/v1/admin/nodes/x/drain",
 		"http://2130706433:" + portOf(s.HTTPAddr) + "/v1/admin/compact",
-		"http://localhost:" + portOf(s.BindAddr) + "/",
 	} {
 		r = s.Do(t, "POST", jobsPath(coll), map[string]any{"delay": "1h", "callback_url": u})
 		mustError(t, "callback_url "+u, r, 400, "invalid_argument")
@@ -247,6 +246,13 @@ func TestSecurityBrowserAndInputAttacks(t *testing.T) {
 		}
 		r = s.Do(t, "PUT", "/v1/routes/"+uniq("ssrf"), map[string]any{"webhook_url": u})
 		mustError(t, "webhook_url "+u, r, 400, "invalid_argument")
+	}
+	// A host name is checked at the attempt (API.md §6), "localhost" too:
+	// the node's own internal port through it fails the job there.
+	r = s.Do(t, "POST", jobsPath(coll), map[string]any{"id": "own-port", "delay": "50ms", "callback_url": "http://localhost:" + portOf(s.BindAddr) + "/"})
+	mustStatus(t, "callback_url to the own internal port by name", r, 201)
+	if j := s.waitStatus(t, coll, "own-port", "failed", 10*time.Second); j.Attempts != 1 || !strings.Contains(j.LastError, "egress policy") {
+		t.Errorf("the own internal port by name: attempts %d, last_error %q", j.Attempts, j.LastError)
 	}
 }
 
