@@ -240,6 +240,10 @@ func Start(cfg Config) (_ *Node, err error) {
 			c, _ := n.meta.State().Collection(name)
 			return c
 		},
+		LookupRoute: func(name string) *model.Route {
+			r, _ := n.meta.State().Route(name)
+			return r
+		},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		MaxConns:       cfg.MaxConns,
 		MaxConnsPerIP:  cfg.MaxConnsPerIP,

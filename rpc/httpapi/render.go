@@ -128,11 +128,16 @@ func appendRetry(b []byte, p model.RetryPolicy) []byte {
 	return append(b, '}')
 }
 
-// effective computes a job's effective retry policy and callback timeout:
-// the job's own fields, else its collection's, else the defaults.
-func effective(j *model.Job, c *model.Collection) (model.RetryPolicy, int64) {
+// effective computes a job's effective retry policy and callback timeout
+// as the slot leader delivers it: the job's own fields, else (the timeout)
+// its route's, else its collection's, else the defaults. rt is the job's
+// route (nil: none or unknown).
+func effective(j *model.Job, c *model.Collection, rt *model.Route) (model.RetryPolicy, int64) {
 	p := j.Retry
 	timeout := j.CallbackTimeoutMs
+	if timeout <= 0 && rt != nil {
+		timeout = rt.TimeoutMs
+	}
 	if c != nil {
 		p = p.Or(c.Retry)
 		if timeout <= 0 {
@@ -145,10 +150,11 @@ func effective(j *model.Job, c *model.Collection) (model.RetryPolicy, int64) {
 	return p.Or(model.DefaultRetryPolicy), timeout
 }
 
-// appendJob renders a job. c is its collection (nil: defaults).
-func appendJob(b []byte, j *model.Job, c *model.Collection) []byte {
+// appendJob renders a job. c is its collection (nil: defaults), rt its
+// route (nil: none or unknown).
+func appendJob(b []byte, j *model.Job, c *model.Collection, rt *model.Route) []byte {
 	var pc policyCache
-	return pc.appendJob(b, j, c)
+	return pc.appendJob(b, j, c, rt)
 }
 
 // policyCache remembers the rendering of the last effective retry policy
@@ -160,7 +166,7 @@ type policyCache struct {
 	text    []byte // `"retry_policy":{…},"callback_timeout":"…"`
 }
 
-func (pc *policyCache) appendJob(b []byte, j *model.Job, c *model.Collection) []byte {
+func (pc *policyCache) appendJob(b []byte, j *model.Job, c *model.Collection, rt *model.Route) []byte {
 	b = append(b, '{')
 	b = appendStrField(b, "id", j.ID)
 	b = appendStrField(b, "collection", j.Collection)
@@ -177,7 +183,7 @@ func (pc *policyCache) appendJob(b []byte, j *model.Job, c *model.Collection) []
 	if j.Schedule != "" {
 		b = appendStrField(b, "schedule", j.Schedule)
 	}
-	retry, timeout := effective(j, c)
+	retry, timeout := effective(j, c, rt)
 	if pc.text == nil || pc.policy != retry || pc.timeout != timeout {
 		t := appendRetry(appendKey(pc.text[:0], "retry_policy"), retry)
 		pc.policy, pc.timeout, pc.text = retry, timeout, appendStrField(t, "callback_timeout", durationString(timeout))
@@ -218,7 +224,11 @@ func (r *jobRenderer) append(b []byte, j *model.Job) []byte {
 	if !r.looked || j.Collection != r.coll {
 		r.coll, r.c, r.looked = j.Collection, r.s.collection(j.Collection), true
 	}
-	return r.pc.appendJob(b, j, r.c)
+	var rt *model.Route
+	if j.Route != "" && r.s.o.LookupRoute != nil {
+		rt = r.s.o.LookupRoute(j.Route)
+	}
+	return r.pc.appendJob(b, j, r.c, rt)
 }
 
 // appendCollection renders a collection with its effective settings; the

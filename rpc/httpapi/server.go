@@ -86,6 +86,12 @@ type Options struct {
 	// hands over its local, lock-free view of the meta state instead. It can
 	// also be set later with SetCollectionLookup.
 	LookupCollection func(name string) *model.Collection
+	// LookupRoute returns a route's configuration (nil: unknown). A job
+	// that names a route and no callback_timeout of its own is delivered
+	// with the route's timeout (then the collection's), so the rendered
+	// effective callback_timeout needs it too; like LookupCollection it
+	// must be a cheap local read.
+	LookupRoute func(name string) *model.Route
 	// DebugClock, when set (the hidden --debug-faults), serves
 	// POST /v1/debug/clock {"offset":"2s"}: it shifts this process's wall
 	// clock (204). Unset, the endpoint does not exist (404). It is not part

@@ -23,7 +23,7 @@ func TestJobRendering(t *testing.T) {
 		Retry: model.RetryPolicy{MaxAttempts: 7}, LastError: "HTTP 503 \"busy\"\n",
 	}
 	coll := &model.Collection{Name: "orders", Retry: model.RetryPolicy{InitialIntervalMs: 250, MaxAttempts: 2}, CallbackTimeoutMs: 3000}
-	got := string(appendJob(nil, j, coll))
+	got := string(appendJob(nil, j, coll, nil))
 	want := `{"id":"j1","collection":"orders","trigger_time":1767225600000,"callback_url":"https://example.com/hook?a=1&b=<2>","meta":{"any":"json"},` +
 		`"retry_policy":{"max_attempts":7,"initial_interval":"250ms","multiplier":2,"max_interval":"10m","max_age":"24h"},"callback_timeout":"3s",` +
 		`"status":"scheduled","attempts":1,"last_error":"HTTP 503 \"busy\"\n","version":3,"created_at":10,"updated_at":20,"finished_at":0,"next_attempt_at":1767225660000}`
@@ -32,11 +32,22 @@ func TestJobRendering(t *testing.T) {
 	}
 	// Finished, routed, no meta, no collection config: defaults; no next_attempt_at.
 	j2 := &model.Job{Collection: "c", ID: "j2", Status: model.StatusFailed, TriggerTime: 1, DueTime: 1, Route: "billing", FinishedAt: 30, CallbackTimeoutMs: 1500}
-	got = string(appendJob(nil, j2, nil))
+	got = string(appendJob(nil, j2, nil, &model.Route{Name: "billing", TimeoutMs: 500}))
 	want = `{"id":"j2","collection":"c","trigger_time":1,"route":"billing","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m","max_age":"24h"},` +
 		`"callback_timeout":"1.5s","status":"failed","attempts":0,"last_error":"","version":0,"created_at":0,"updated_at":0,"finished_at":30}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// Without a timeout of its own, a routed job takes its route's (as
+	// the slot leader delivers it), before its collection's.
+	j2.CallbackTimeoutMs = 0
+	got = string(appendJob(nil, j2, &model.Collection{CallbackTimeoutMs: 3000}, &model.Route{Name: "billing", TimeoutMs: 500}))
+	if !strings.Contains(got, `"callback_timeout":"500ms"`) {
+		t.Fatalf("routed job without its own timeout: %s", got)
+	}
+	got = string(appendJob(nil, j2, &model.Collection{CallbackTimeoutMs: 3000}, &model.Route{Name: "billing"}))
+	if !strings.Contains(got, `"callback_timeout":"3s"`) {
+		t.Fatalf("routed job, route without a timeout: %s", got)
 	}
 
 	// Through the handler, the collection comes from LookupCollection, once.
