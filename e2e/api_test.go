@@ -181,6 +181,13 @@ func TestCollectionsAndRoutes(t *testing.T) {
 	if !bytes.Contains(l.Body, []byte(`"`+route+`"`)) || bytes.Contains(l.Body, []byte(strings.TrimPrefix(rsecret, "whsec_"))) {
 		t.Errorf("GET /v1/routes: %.500s", l.Body)
 	}
+	// A routed job without a timeout of its own shows (and is delivered
+	// with) its route's, before its collection's (the default 10s here).
+	rj := s.createJob(t, name, map[string]any{"id": "routed", "delay": "1h", "route": route})
+	if rj.CallbackTimeout != "3s" {
+		t.Errorf("routed job's effective callback_timeout %q, want the route's 3s", rj.CallbackTimeout)
+	}
+	mustStatus(t, "DELETE the routed job", s.Do(t, "DELETE", jobPath(name, "routed"), nil), http.StatusNoContent)
 	r = s.Do(t, "DELETE", "/v1/routes/"+route, nil)
 	if r.Status != http.StatusNoContent && r.Status != http.StatusOK {
 		t.Errorf("DELETE route: %s", r)

@@ -609,13 +609,15 @@ type Job struct {
 	CallbackURL string          `json:"callback_url"`
 	Route       string          `json:"route"`
 	Meta        json.RawMessage `json:"meta"`
-	Status      string          `json:"status"`
-	Attempts    int             `json:"attempts"`
-	LastError   string          `json:"last_error"`
-	Version     int64           `json:"version"`
-	CreatedAt   int64           `json:"created_at"`
-	UpdatedAt   int64           `json:"updated_at"`
-	FinishedAt  int64           `json:"finished_at"`
+	// CallbackTimeout is the effective one (API.md §3).
+	CallbackTimeout string `json:"callback_timeout"`
+	Status          string `json:"status"`
+	Attempts        int    `json:"attempts"`
+	LastError       string `json:"last_error"`
+	Version         int64  `json:"version"`
+	CreatedAt       int64  `json:"created_at"`
+	UpdatedAt       int64  `json:"updated_at"`
+	FinishedAt      int64  `json:"finished_at"`
 }
 
 func decodeJSON[T any](t testing.TB, what string, b []byte) T {
