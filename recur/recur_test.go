@@ -212,3 +212,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// The catch-up rule walks the same occurrences as Next, daylight saving
+// included: after an outage over the spring-forward day, the occurrence at
+// the change (03:00 CEST) counts as one of the missed ones.
+func TestLatestOverTheSpringGap(t *testing.T) {
+	s, err := New(Params{Cron: "30 2 * * *", Timezone: "Europe/Berlin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := ms(t, "2026-03-28T02:30:00+01:00")
+	occ, skipped, following := s.Latest(next, ms(t, "2026-03-30T12:00:00+02:00"))
+	if want := ms(t, "2026-03-30T02:30:00+02:00"); occ != want {
+		t.Fatalf("latest %s, want %s", time.UnixMilli(occ).UTC().Format(time.RFC3339), time.UnixMilli(want).UTC().Format(time.RFC3339))
+	}
+	if skipped != 2 { // 03-28 02:30 CET and 03-29 03:00 CEST
+		t.Fatalf("skipped %d, want 2", skipped)
+	}
+	if want := ms(t, "2026-03-31T02:30:00+02:00"); following != want {
+		t.Fatalf("following %d, want %d", following, want)
+	}
+}
