@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -391,4 +392,74 @@ func TestFinishedJobsDisappearAfterRetention(t *testing.T) {
 	if n := len(s.listAll(t, coll, "")); n != 0 {
 		t.Errorf("listed %d jobs after the retention", n)
 	}
+}
+
+// A write that names a finished job past its retention finds it gone, as
+// reads do, before the slot leader's upkeep pass (every 30 s) removes it:
+// a POST of the id creates a new job (201, not 200 or 409 with the old
+// one), a DELETE answers 404, a PUT with If-Match 412 and a PUT without
+// creates, and a redrive by id sends nothing.
+func TestWritesFindExpiredJobsGone(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	rcv := newReceiver(t)
+	coll := s.newCollection(t, "retw", map[string]any{"retention": "2s"})
+	ids := []string{"again", "changed", "del", "putif", "put"}
+	for _, id := range ids {
+		s.createJob(t, coll, map[string]any{"id": id, "delay": "10ms", "callback_url": rcv.URL + "/hook"})
+	}
+	rcv.Script(coll, "dead", func(*Delivery) Reply { return Reply{Status: http.StatusInternalServerError} })
+	s.createJob(t, coll, map[string]any{"id": "dead", "delay": "10ms", "callback_url": rcv.URL + "/hook",
+		"retry_policy": map[string]any{"max_attempts": 1}})
+	var last int64
+	for _, id := range ids {
+		last = max(last, s.waitStatus(t, coll, id, "succeeded", 10*time.Second).FinishedAt)
+	}
+	last = max(last, s.waitStatus(t, coll, "dead", "failed", 10*time.Second).FinishedAt)
+	// Wait out the retention of every one of them (reads go first).
+	err := testutil.Poll(10*time.Second, func() error {
+		if time.Now().UnixMilli() <= last+2000 {
+			return errors.New("retention not over")
+		}
+		for _, id := range append(ids, "dead") {
+			if _, ok := s.getJob(t, coll, id); ok {
+				return fmt.Errorf("%s still readable", id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same spec, and another one: both are new jobs.
+	for _, id := range []string{"again", "changed"} {
+		delay := "1h"
+		if id == "again" {
+			delay = "10ms"
+		}
+		r := s.Do(t, "POST", "/v1/collections/"+coll+"/jobs", map[string]any{"id": id, "delay": delay, "callback_url": rcv.URL + "/hook"})
+		var j Job
+		if r.Status != http.StatusCreated || json.Unmarshal(r.Body, &j) != nil || j.Version != 1 || j.Status != "scheduled" || j.Attempts != 0 {
+			t.Errorf("POST %s over its expired job: %v, want 201 with a new job", id, r)
+		}
+	}
+	if r := s.Do(t, "DELETE", "/v1/collections/"+coll+"/jobs/del", nil); r.Status != http.StatusNotFound {
+		t.Errorf("DELETE of an expired job: %v, want 404", r)
+	}
+	body := map[string]any{"trigger_time": time.Now().Add(time.Hour).UnixMilli(), "callback_url": rcv.URL + "/hook"}
+	if r := s.Do(t, "PUT", "/v1/collections/"+coll+"/jobs/putif", body, "If-Match", "2"); r.Status != http.StatusPreconditionFailed {
+		t.Errorf("PUT If-Match: 2 of an expired job: %v, want 412", r)
+	}
+	if r := s.Do(t, "PUT", "/v1/collections/"+coll+"/jobs/put", body); r.Status != http.StatusCreated {
+		t.Errorf("PUT of an expired job: %v, want 201", r)
+	}
+	r := s.Do(t, "POST", "/v1/collections/"+coll+"/redrive", map[string]any{"ids": []string{"dead"}})
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"redriven":0`) {
+		t.Errorf("redrive of an expired dead letter: %v, want redriven 0", r)
+	}
+	if _, ok := s.getJob(t, coll, "dead"); ok {
+		t.Error("the expired dead letter is readable again after a redrive")
+	}
+	// The re-created job is delivered as a job of its own.
+	s.waitStatus(t, coll, "again", "succeeded", 10*time.Second)
 }

@@ -36,6 +36,19 @@ func (c *Collection) EffectiveRetentionMs() int64 {
 	return DefaultRetentionMs
 }
 
+// RetainedFrom is the bound of the collection's retention at now (ms): a
+// finished job that finished before it is past its retention.
+func (c *Collection) RetainedFrom(now int64) int64 { return now - c.EffectiveRetentionMs() }
+
+// Expired reports whether j, a job of this collection, is finished and
+// past the retention at now. API.md §3: such a job has disappeared. The
+// slot leader's upkeep removes it on its next pass (every 30 s by
+// default); until then reads answer as if it were gone and writes remove
+// it first, at this same bound.
+func (c *Collection) Expired(j *Job, now int64) bool {
+	return j.Status.Finished() && j.FinishedAt > 0 && j.FinishedAt < c.RetainedFrom(now)
+}
+
 // Route is a named webhook target, resolved at fire time.
 type Route struct {
 	Name          string            `json:"name"`

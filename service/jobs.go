@@ -16,7 +16,7 @@ import (
 // slots committing in parallel. Results are in input order; an input that
 // already carries a validation error is passed through.
 func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInput) ([]model.JobResult, error) {
-	_, st, err := s.liveCollection(ctx, coll)
+	c, st, err := s.liveCollection(ctx, coll)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +55,9 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 			cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
 		}
 		res, resent, err := s.proposeResolved(ctx, sl, cmds...)
+		if err == nil {
+			res, resent, err = s.createOverExpired(ctx, sl, c, cmds, res, resent)
+		}
 		if err != nil {
 			e := toModel(err)
 			for _, i := range idx {
@@ -107,10 +110,46 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 	return out, nil
 }
 
+// createOverExpired creates again the jobs whose create found a finished
+// job of the same id past its collection's retention: reads treat that job
+// as gone already (expired), and the slot leader's upkeep removes it
+// within 30 s; until then the create would answer 200 or 409 with a job a
+// GET answers 404 for. Each such id's old job is removed (RemoveExpired,
+// which checks the retention bound itself, so a job redriven meanwhile
+// stays) in the entry that creates the new one. Rare, so the common path
+// pays nothing for it. Only an error of this second proposal is returned;
+// the first one's results stand for every other job.
+func (s *Service) createOverExpired(ctx context.Context, sl int, c *model.Collection, cmds []raftfsm.Command, res []model.Result, resent bool) ([]model.Result, bool, error) {
+	now := s.now()
+	var again []int
+	for k, r := range res {
+		if (r.Code == model.CodeExists || r.Code == model.CodeConflict) && r.Job != nil && c.Expired(r.Job, now) {
+			again = append(again, k)
+		}
+	}
+	if len(again) == 0 {
+		return res, resent, nil
+	}
+	before := c.RetainedFrom(now)
+	redo := make([]raftfsm.Command, 0, 2*len(again))
+	for _, k := range again {
+		cr := cmds[k].(*raftfsm.Create)
+		redo = append(redo, &raftfsm.RemoveExpired{Coll: cr.Coll, ID: cr.ID, Before: before}, cr)
+	}
+	res2, resent2, err := s.proposeResolved(ctx, sl, redo...)
+	if err != nil {
+		return nil, false, err
+	}
+	for n, k := range again {
+		res[k] = res2[2*n+1]
+	}
+	return res, resent || resent2, nil
+}
+
 // UpsertJob creates or replaces a job (PUT semantics); ifMatch, when not
 // zero, must be the job's current version.
 func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.JobSpec, ifMatch uint64) (model.Result, error) {
-	_, st, err := s.liveCollection(ctx, coll)
+	c, st, err := s.liveCollection(ctx, coll)
 	if err != nil {
 		return model.Result{}, err
 	}
@@ -124,7 +163,7 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 			return model.Result{}, routeMissing(spec.Route)
 		}
 	}
-	res, err := s.upsertResolved(ctx, coll, id, spec, ifMatch)
+	res, err := s.upsertResolved(ctx, c, id, spec, ifMatch)
 	if err != nil {
 		return model.Result{}, fail(err)
 	}
@@ -145,7 +184,12 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 // upsertResolved proposes an upsert and, when its outcome is unknown, finds
 // it out (see resolve.go): by reading the job, and re-sending the upsert
 // only when the read shows that the earlier attempt did not touch it.
-func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec model.JobSpec, ifMatch uint64) ([]model.Result, error) {
+//
+// A finished job of that id past its collection's retention is gone to
+// reads (expired), so it is removed in the same entry first: the PUT then
+// creates (201, version 1), and an If-Match answers 412.
+func (s *Service) upsertResolved(ctx context.Context, c *model.Collection, id string, spec model.JobSpec, ifMatch uint64) ([]model.Result, error) {
+	coll := c.Name
 	sl := s.slotOf(coll, id)
 	if o, alt := s.occurrenceSlot(coll, id); alt {
 		// A schedule's occurrence lives in its schedule's slot: a PUT of
@@ -158,9 +202,13 @@ func (s *Service) upsertResolved(ctx context.Context, coll, id string, spec mode
 		}
 	}
 	cmd := &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()}
-	res, err := s.fwd.ProposeSlot(ctx, sl, cmd)
+	rm := &raftfsm.RemoveExpired{Coll: coll, ID: id, Before: c.RetainedFrom(cmd.Now)}
+	res, err := s.fwd.ProposeSlot(ctx, sl, rm, cmd)
 	if !unknown(err) {
-		return res, err
+		if err != nil {
+			return nil, err
+		}
+		return res[1:], nil
 	}
 	return s.resolveUpsert(ctx, sl, cmd)
 }
@@ -237,36 +285,39 @@ func (s *Service) GetJob(ctx context.Context, coll, id string) (*model.Job, erro
 	if err != nil {
 		return nil, fail(err)
 	}
-	if !ok || expired(j, c, s.now()) {
+	if !ok || c.Expired(j, s.now()) {
 		return nil, model.NotFound("job %q does not exist in collection %q (finished jobs are removed after the collection's retention)", id, coll)
 	}
 	return j, nil
 }
 
-// expired reports whether a finished job is past its collection's
-// retention. API.md §3: it then disappears. The slot leader's upkeep
-// removes it only on its next pass (every 30 s by default), so until then
-// reads answer as if it were gone already, at the same bound the removal
-// uses (finished before now - retention).
-func expired(j *model.Job, c *model.Collection, now int64) bool {
-	return j.Status.Finished() && j.FinishedAt > 0 && j.FinishedAt < now-c.EffectiveRetentionMs()
-}
-
-// DeleteJob removes a job.
+// DeleteJob removes a job. A finished job past its collection's retention
+// is gone to reads (expired): it is removed (RemoveExpired, in the same
+// entry) and the DELETE answers 404, as it would once the slot leader's
+// upkeep had removed it.
 func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
-	if _, err := s.knownCollection(ctx, coll); err != nil {
+	c, err := s.knownCollection(ctx, coll)
+	if err != nil {
 		return err
 	}
 	sl, stamp := s.slotOf(coll, id), s.now()
-	res, err := s.fwd.ProposeSlot(ctx, sl, &raftfsm.Delete{Coll: coll, ID: id})
+	del := func(sl int) ([]model.Result, error) {
+		rm := &raftfsm.RemoveExpired{Coll: coll, ID: id, Before: c.RetainedFrom(stamp)}
+		res, err := s.fwd.ProposeSlot(ctx, sl, rm, &raftfsm.Delete{Coll: coll, ID: id})
+		if err != nil {
+			return nil, err
+		}
+		return res[1:], nil
+	}
+	res, err := del(sl)
 	if err == nil && res[0].Code == model.CodeNotFound {
 		if o, alt := s.occurrenceSlot(coll, id); alt {
 			sl = o
-			res, err = s.fwd.ProposeSlot(ctx, o, &raftfsm.Delete{Coll: coll, ID: id})
+			res, err = del(o)
 		}
 	}
 	if unknown(err) {
-		res, err = s.resolveDelete(ctx, sl, coll, id, stamp)
+		res, err = s.resolveDelete(ctx, sl, c, id, stamp)
 	}
 	if err != nil {
 		return fail(err)
@@ -290,14 +341,20 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 // unknown. A job gone leaves it unknown too: deleted by the earlier
 // attempt, or before it (another delete, retention), which 204 and 404
 // would each answer wrongly in one case (nemesis seed
-// 9436398528753521832).
-func (s *Service) resolveDelete(ctx context.Context, sl int, coll, id string, stamp int64) ([]model.Result, error) {
+// 9436398528753521832). A job still there but past its retention at the
+// DELETE's stamp was gone to reads when the DELETE began: 404, whether or
+// not the earlier attempt removed it.
+func (s *Service) resolveDelete(ctx context.Context, sl int, c *model.Collection, id string, stamp int64) ([]model.Result, error) {
+	coll := c.Name
 	r := newResolver(context.WithoutCancel(ctx))
 	defer r.cancel()
 	for r.next() {
 		j, found, err := s.fwd.GetJob(r.ctx, sl, coll, id)
 		if err != nil {
 			continue // no leader to ask yet
+		}
+		if found && c.Expired(j, stamp) {
+			return []model.Result{{Code: model.CodeNotFound}}, nil
 		}
 		if !found || j.CreatedAt > stamp {
 			break
@@ -347,7 +404,7 @@ func (s *Service) ListJobs(ctx context.Context, q model.ListQuery) ([]*model.Job
 		return nil, nil, fail(err)
 	}
 	now := s.now()
-	jobs, next := mergePages(pages, q.Limit, func(j *model.Job) bool { return expired(j, c, now) })
+	jobs, next := mergePages(pages, q.Limit, func(j *model.Job) bool { return c.Expired(j, now) })
 	return jobs, next, nil
 }
 

@@ -129,14 +129,17 @@ func TestResolveDeleteOnlyTheIncarnationItMeant(t *testing.T) {
 		{"still there: deleted now", &model.Job{ID: "j", CreatedAt: 900}, false, true},
 		{"gone: deleted by it or before", nil, true, false},
 		{"created after the DELETE began: its client's new job stays", &model.Job{ID: "j", CreatedAt: 1001}, true, false},
+		{"finished and past its retention when the DELETE began: 404", &model.Job{ID: "j", CreatedAt: 10, Status: model.StatusFailed, FinishedAt: 899}, false, false},
+		{"finished, retention not over: deleted now", &model.Job{ID: "j", CreatedAt: 10, Status: model.StatusFailed, FinishedAt: 900}, false, true},
 	}
+	coll := &model.Collection{Name: "c", RetentionMs: 100}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeSlot{jobs: map[string]*model.Job{}, leaderless: 1}
 			if c.job != nil {
 				f.jobs["j"] = c.job
 			}
-			res, err := resolvingService(f).resolveDelete(context.Background(), 0, "c", "j", stamp)
+			res, err := resolvingService(f).resolveDelete(context.Background(), 0, coll, "j", stamp)
 			if (len(f.proposed) > 0) != c.proposes {
 				t.Fatalf("proposed %v", f.proposed)
 			}
@@ -146,6 +149,12 @@ func TestResolveDeleteOnlyTheIncarnationItMeant(t *testing.T) {
 				}
 				if c.job != nil && f.jobs["j"] == nil {
 					t.Fatal("the newer job was deleted")
+				}
+				return
+			}
+			if !c.proposes {
+				if err != nil || res[0].Code != model.CodeNotFound {
+					t.Fatalf("got %+v, %v; want not found", res, err)
 				}
 				return
 			}

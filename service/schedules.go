@@ -160,10 +160,12 @@ func (s *Service) ListSchedules(ctx context.Context, coll, after string, limit i
 // is safe (a redriven job is no longer failed), but the count then misses
 // the ones the lost attempt redrove.
 func (s *Service) Redrive(ctx context.Context, coll string, ids []string, from, to int64) (int64, error) {
-	if _, _, err := s.liveCollection(ctx, coll); err != nil {
+	c, _, err := s.liveCollection(ctx, coll)
+	if err != nil {
 		return 0, err
 	}
 	now := s.now()
+	before := c.RetainedFrom(now)
 	bySlot := map[int][]string{}
 	if len(ids) > 0 {
 		for _, id := range ids {
@@ -194,9 +196,9 @@ func (s *Service) Redrive(ctx context.Context, coll string, ids []string, from, 
 			var n int64
 			var err error
 			if len(ids) > 0 {
-				n, err = s.redriveIDs(ctx, sl, coll, sids, now)
+				n, err = s.redriveIDs(ctx, sl, coll, sids, now, before)
 			} else {
-				n, err = s.redriveRange(ctx, sl, coll, from, to, now)
+				n, err = s.redriveRange(ctx, sl, coll, from, to, now, before)
 			}
 			mu.Lock()
 			total += n
@@ -213,17 +215,25 @@ func (s *Service) Redrive(ctx context.Context, coll string, ids []string, from, 
 	return total, nil
 }
 
-func (s *Service) redriveIDs(ctx context.Context, sl int, coll string, ids []string, now int64) (int64, error) {
-	res, _, err := s.proposeResolved(ctx, sl, &raftfsm.Redrive{Coll: coll, IDs: ids, Now: now})
+// redriveIDs redrives the dead letters among ids on slot sl. A dead letter
+// past its collection's retention (finished before before) is gone to
+// reads (expired): it is removed in the same entry, not redriven.
+func (s *Service) redriveIDs(ctx context.Context, sl int, coll string, ids []string, now, before int64) (int64, error) {
+	cmds := make([]raftfsm.Command, 0, len(ids)+1)
+	for _, id := range ids {
+		cmds = append(cmds, &raftfsm.RemoveExpired{Coll: coll, ID: id, Before: before})
+	}
+	cmds = append(cmds, &raftfsm.Redrive{Coll: coll, IDs: ids, Now: now})
+	res, _, err := s.proposeResolved(ctx, sl, cmds...)
 	if err != nil {
 		return 0, err
 	}
-	return res[0].N, nil
+	return res[len(ids)].N, nil
 }
 
 // redriveRange pages through the slot's dead letters in [from, to) with
 // the list index and redrives each page by id.
-func (s *Service) redriveRange(ctx context.Context, sl int, coll string, from, to, now int64) (int64, error) {
+func (s *Service) redriveRange(ctx context.Context, sl int, coll string, from, to, now, before int64) (int64, error) {
 	if to <= 0 {
 		to = model.MaxTriggerMs
 	}
@@ -239,7 +249,7 @@ func (s *Service) redriveRange(ctx context.Context, sl int, coll string, from, t
 			for i, j := range page.Jobs {
 				ids[i] = j.ID
 			}
-			k, err := s.redriveIDs(ctx, sl, coll, ids, now)
+			k, err := s.redriveIDs(ctx, sl, coll, ids, now, before)
 			n += k
 			if err != nil {
 				return n, err

@@ -165,29 +165,3 @@ func TestResolvedCreateAnswersTheCreatedJob(t *testing.T) {
 		t.Fatal("a job still at version 1 is not answered as it is")
 	}
 }
-
-// A finished job is gone from reads by the same bound the slot leader's
-// removal uses (finished strictly before now - retention); a job that is
-// not finished never is.
-func TestExpired(t *testing.T) {
-	const now = int64(1_000_000_000)
-	hour := &model.Collection{Name: "c", RetentionMs: 3_600_000}
-	for _, c := range []struct {
-		name string
-		job  model.Job
-		coll *model.Collection
-		want bool
-	}{
-		{"scheduled, however old", model.Job{Status: model.StatusScheduled, TriggerTime: 1}, hour, false},
-		{"succeeded within retention", model.Job{Status: model.StatusSucceeded, FinishedAt: now - 60_000}, hour, false},
-		{"succeeded exactly at the bound", model.Job{Status: model.StatusSucceeded, FinishedAt: now - 3_600_000}, hour, false},
-		{"succeeded a millisecond past it", model.Job{Status: model.StatusSucceeded, FinishedAt: now - 3_600_001}, hour, true},
-		{"a dead letter past it", model.Job{Status: model.StatusFailed, FinishedAt: now - 7_200_000}, hour, true},
-		{"the default retention (24h)", model.Job{Status: model.StatusSucceeded, FinishedAt: now - 7_200_000}, &model.Collection{Name: "d"}, false},
-		{"finished without a time (never expires here)", model.Job{Status: model.StatusSucceeded}, hour, false},
-	} {
-		if got := expired(&c.job, c.coll, now); got != c.want {
-			t.Errorf("%s: expired = %v, want %v", c.name, got, c.want)
-		}
-	}
-}

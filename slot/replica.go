@@ -1116,7 +1116,7 @@ func (r *Replica) removeExpired(ctx context.Context) error {
 		if c.Deleting {
 			continue
 		}
-		before := now - c.EffectiveRetentionMs()
+		before := c.RetainedFrom(now)
 		for ctx.Err() == nil {
 			lower, upper := storage.FinishedBefore(r.slot, c.Name, before)
 			it, err := r.db.NewIter(lower, upper)

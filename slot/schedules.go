@@ -223,6 +223,9 @@ func (r *Replica) lastStatus(sc *model.Schedule) string {
 	if err != nil || !ok {
 		return ""
 	}
+	if c, known := r.cfg.Meta().Collection(sc.Collection); known && c.Expired(j, r.cfg.Clock().UnixMilli()) {
+		return "" // gone to reads already (model.Collection.Expired)
+	}
 	return j.Status.String()
 }
 
