@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -417,3 +418,25 @@ func TestReceiverRecords(t *testing.T) {
 
 func itoa(i int) string     { return itoa64(int64(i)) }
 func itoa64(i int64) string { b, _ := json.Marshal(i); return string(b) }
+
+// perSecond puts each occurrence's lateness in the second of the window it
+// was due in; one outside the window counts nowhere, and a second with no
+// occurrence is there, empty.
+func TestPerSecond(t *testing.T) {
+	const from, to = 10_000, 13_000
+	ms := int64(time.Millisecond)
+	at := []int64{10_000, 10_999, 11_500, 9_999, 13_000, 10_500}
+	late := []int64{5 * ms, 7 * ms, 400 * ms, 1 * ms, 1 * ms, 6 * ms}
+	got := perSecond(from, to, at, late)
+	want := []SecondLateness{
+		{Second: 0, N: 3, P50: 6, P99: 7, Max: 7},
+		{Second: 1, N: 1, P50: 400, P99: 400, Max: 400},
+		{Second: 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("perSecond =\n %+v\nwant\n %+v", got, want)
+	}
+	if perSecond(5, 5, nil, nil) != nil {
+		t.Fatal("an empty window has seconds")
+	}
+}

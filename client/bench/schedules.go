@@ -40,21 +40,25 @@ type ScheduleConfig struct {
 
 // ScheduleReport is the result of a schedules run.
 type ScheduleReport struct {
-	Schedules       int     `json:"schedules"`
-	EverySeconds    float64 `json:"every_seconds"`
-	WindowSeconds   float64 `json:"window_seconds"`
-	PutSeconds      float64 `json:"put_seconds"`
-	Expected        int64   `json:"expected_occurrences"`
-	Delivered       int64   `json:"delivered_occurrences"`
-	Missing         int64   `json:"missing"`
-	Duplicates      int64   `json:"duplicates"`
-	Early           int64   `json:"early"`
-	OffGrid         int64   `json:"off_grid"`
-	FiresPerSecond  float64 `json:"fires_per_second"`
-	Lateness        Latency `json:"lateness_ms"`
-	DeleteSeconds   float64 `json:"delete_seconds"`
-	AfterDelete     int64   `json:"after_delete"`
-	ReceiverAddress string  `json:"receiver_addr"`
+	Schedules      int     `json:"schedules"`
+	EverySeconds   float64 `json:"every_seconds"`
+	WindowSeconds  float64 `json:"window_seconds"`
+	PutSeconds     float64 `json:"put_seconds"`
+	Expected       int64   `json:"expected_occurrences"`
+	Delivered      int64   `json:"delivered_occurrences"`
+	Missing        int64   `json:"missing"`
+	Duplicates     int64   `json:"duplicates"`
+	Early          int64   `json:"early"`
+	OffGrid        int64   `json:"off_grid"`
+	FiresPerSecond float64 `json:"fires_per_second"`
+	Lateness       Latency `json:"lateness_ms"`
+	// PerSecond is the lateness of the occurrences due in each second of
+	// the window, in order: where a tail comes from (a few bad seconds,
+	// a stall of the whole cluster, or every second alike).
+	PerSecond       []SecondLateness `json:"per_second,omitempty"`
+	DeleteSeconds   float64          `json:"delete_seconds"`
+	AfterDelete     int64            `json:"after_delete"`
+	ReceiverAddress string           `json:"receiver_addr"`
 }
 
 func (r *ScheduleReport) String() string {
@@ -64,8 +68,49 @@ func (r *ScheduleReport) String() string {
 		r.Expected, r.Delivered, r.FiresPerSecond, r.Missing, r.Duplicates, r.Early, r.OffGrid)
 	l := r.Lateness
 	fmt.Fprintf(&b, "lateness ms over %d: p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n", l.Samples, l.P50, l.P90, l.P99, l.P999, l.Max)
+	if len(r.PerSecond) > 0 {
+		b.WriteString("lateness p99 ms by second of the window:")
+		for _, s := range r.PerSecond {
+			fmt.Fprintf(&b, " %.0f", s.P99)
+		}
+		b.WriteByte('\n')
+	}
 	fmt.Fprintf(&b, "deleted in %.1fs; occurrences after the delete: %d", r.DeleteSeconds, r.AfterDelete)
 	return b.String()
+}
+
+// SecondLateness is the lateness of the occurrences due in one second of
+// a schedules run's window (Second counts from the window's start).
+type SecondLateness struct {
+	Second int     `json:"second"`
+	N      int     `json:"occurrences"`
+	P50    float64 `json:"p50_ms"`
+	P99    float64 `json:"p99_ms"`
+	Max    float64 `json:"max_ms"`
+}
+
+// perSecond groups first-delivery lateness (ns) by the second of the
+// window the occurrence was due in (at, ms).
+func perSecond(from, to int64, at, late []int64) []SecondLateness {
+	n := int((to - from + 999) / 1000)
+	if n <= 0 {
+		return nil
+	}
+	by := make([][]int64, n)
+	for i, a := range at {
+		if a < from {
+			continue // (a-from)/1000 truncates toward zero
+		}
+		if k := int((a - from) / 1000); k < n {
+			by[k] = append(by[k], late[i])
+		}
+	}
+	out := make([]SecondLateness, n)
+	for k, ns := range by {
+		l := summarize(ns)
+		out[k] = SecondLateness{Second: k, N: l.Samples, P50: l.P50, P99: l.P99, Max: l.Max}
+	}
+	return out
 }
 
 // schedRecv records occurrence deliveries: per schedule, per occurrence.
@@ -77,6 +122,7 @@ type schedRecv struct {
 	mu      sync.Mutex
 	seen    map[[2]int64]int // (schedule, occurrence ms) → deliveries
 	late    []int64          // ns, occurrences in the window
+	lateAt  []int64          // ms, the occurrence of each late entry
 	from    int64            // window, ms
 	to      int64
 	early   int64
@@ -121,6 +167,7 @@ func (r *schedRecv) handle(ctx *fasthttp.RequestCtx) {
 	}
 	if r.seen[k] == 1 && at >= r.from && at < r.to {
 		r.late = append(r.late, now-at*int64(time.Millisecond))
+		r.lateAt = append(r.lateAt, at)
 	}
 }
 
@@ -261,7 +308,8 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 		}
 	}
 	rep.Early, rep.OffGrid = rcv.early, rcv.offGrid
-	rep.Lateness = summarize(rcv.late)
+	rep.PerSecond = perSecond(from, to, rcv.lateAt, rcv.late)
+	rep.Lateness = summarize(rcv.late) // sorts late: after perSecond
 	rcv.mu.Unlock()
 	rep.FiresPerSecond = float64(rep.Delivered) / cfg.Duration.Seconds()
 
