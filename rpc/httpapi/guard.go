@@ -18,7 +18,7 @@ import (
 //  1. a browser's cross-site request is refused (foreign Origin: 403);
 //  2. with an auth file, the token is checked (401) and then the role and
 //     scope the route declares (403);
-//  3. a write must carry a JSON body (415 for text/plain, forms, …);
+//  3. a write must carry a JSON body (400 for text/plain, forms, …);
 //  4. a body larger than MaxBodyBytes is refused before it is read (413).
 //
 // Only /healthz, /readyz and the static console and API description (/,
@@ -141,11 +141,10 @@ func (s *Server) guard(r *request, h *handler) bool {
 		r.who = p
 	}
 	if e := s.checkBodyShape(ctx); e != nil {
-		status := 0
-		if e.Kind == model.KindInvalidArgument {
-			status = fasthttp.StatusUnsupportedMediaType
-		}
-		return refuse(ctx, status, e)
+		// A body that is not JSON is 400 invalid_argument, the contract's
+		// status for that code (API.md §3 "Errors"): it was 415 until
+		// 2026-11-27 (docs/api.md, migration notes).
+		return refuse(ctx, 0, e)
 	}
 	if e := s.readBody(ctx); e != nil {
 		return refuse(ctx, 0, e)
