@@ -180,7 +180,7 @@ type ListOptions struct {
 // JobPage is one page of ListJobs. NextCursor is empty on the last page.
 type JobPage struct {
 	Jobs       []Job  `json:"jobs"`
-	NextCursor string `json:"next_cursor,omitempty"`
+	NextCursor string `json:"next_cursor"`
 }
 
 // RedriveRequest selects the dead letters (failed jobs) of a collection to
@@ -257,7 +257,7 @@ type ListSchedulesOptions struct {
 // last page.
 type SchedulePage struct {
 	Schedules  []Schedule `json:"schedules"`
-	NextCursor string     `json:"next_cursor,omitempty"`
+	NextCursor string     `json:"next_cursor"`
 }
 
 // OccurrenceID is the job id of a schedule's occurrence at unix ms at:

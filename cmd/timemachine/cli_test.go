@@ -179,11 +179,17 @@ func TestCLIConfigAndJobs(t *testing.T) {
 	}
 	mustRun("job", "create", "-c", "billing", "--id", "j2", "--delay", "1h", "--url", "http://127.0.0.1:9/x")
 	var page client.JobPage
-	if err := json.Unmarshal([]byte(mustRun("job", "list", "-c", "billing", "-o", "json", "--limit", "1", "--all")), &page); err != nil {
+	listed := mustRun("job", "list", "-c", "billing", "-o", "json", "--limit", "1", "--all")
+	if err := json.Unmarshal([]byte(listed), &page); err != nil {
 		t.Fatal(err)
 	}
 	if len(page.Jobs) != 2 || page.NextCursor != "" {
 		t.Errorf("job list --all: %+v", page)
+	}
+	// The API's page has next_cursor on every page, "" on the last one:
+	// so does -o json (a script reads the key whatever the page).
+	if !strings.Contains(listed, `"next_cursor": ""`) {
+		t.Errorf("job list -o json on the last page has no next_cursor:\n%s", listed)
 	}
 	if out := mustRun("job", "list", "-c", "billing"); !regexp.MustCompile(`(?m)^j2\s+\S+\s+scheduled\s+0\s+http://127.0.0.1:9/x\s+-\n`).MatchString(out) ||
 		!strings.Contains(out, "route:hooks") {
