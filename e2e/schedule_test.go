@@ -58,6 +58,13 @@ func TestScheduleOccurrencesArriveAndDeleteStops(t *testing.T) {
 	if g["last_fire_at"].(float64) == 0 || g["version"].(float64) != 1 || g["missed"].(float64) != 0 {
 		t.Fatalf("GET schedule: %v", g)
 	}
+	// A PUT's answer is the schedule as a GET shows it, the latest
+	// occurrence's status included (it was "" while GET had it).
+	again := s.Do(t, "PUT", path, map[string]any{"every": "1s", "callback_url": rcv.URL + "/tick", "meta": map[string]any{"k": 1}})
+	mustStatus(t, "PUT schedule after it fired", again, http.StatusOK)
+	if st, _ := decodeJSON[map[string]any](t, "PUT schedule", again.Body)["last_status"].(string); st != "scheduled" && st != "succeeded" {
+		t.Fatalf("PUT of a schedule that has fired answered last_status %q: %s", st, again.Body)
+	}
 	list := s.Do(t, "GET", jobsPath(coll)+"?schedule=tick", nil)
 	mustStatus(t, "list occurrences", list, http.StatusOK)
 	page := decodeJSON[struct {

@@ -75,7 +75,16 @@ func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.S
 	if r.Schedule == nil {
 		return model.ScheduleView{}, false, model.Internal("the slot answered a schedule write without the schedule")
 	}
-	return model.ScheduleView{Schedule: r.Schedule}, created, nil
+	v := model.ScheduleView{Schedule: r.Schedule}
+	if r.Schedule.LastFireAt != 0 {
+		// A schedule that has fired: its answer shows the latest
+		// occurrence's status, as a GET does. The write stands whatever
+		// this read answers; a failed read leaves the status out.
+		if sc, st, ok, err := s.fwd.GetSchedule(ctx, sl, coll, id); err == nil && ok && sc.Version == r.Schedule.Version {
+			v.LastStatus = st
+		}
+	}
+	return v, created, nil
 }
 
 // GetSchedule reads a schedule on its slot's leader.
