@@ -36,6 +36,7 @@ func newBenchCmd() *cobra.Command {
 		cfg       bench.Config
 		addrs     string
 		asJSON    bool
+		output    string
 		schedules int
 		duration  time.Duration
 	)
@@ -51,6 +52,13 @@ how late (or early) each callback arrived.`,
   timemachine bench --schedules 10000 --duration 20s        # every-1s schedules: fires/s, lateness, duplicates`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case outputJSON:
+				asJSON = true
+			case outputTable:
+			default:
+				return usageErr(fmt.Errorf("-o %q: want table or json", output))
+			}
 			cfg.Addrs = splitList(addrs)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -103,7 +111,8 @@ how late (or early) each callback arrived.`,
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "deliver through a route with this max_in_flight")
 	f.IntVar(&cfg.BatchJobs, "batch-max-jobs", 0, "deliver through a batched route, up to this many jobs per POST (batch.max_jobs)")
 	f.DurationVar(&cfg.BatchWait, "batch-max-wait", 0, "the batched route's batch.max_wait")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON (the same as -o json)")
+	f.StringVarP(&output, "output", "o", outputTable, "output format: table (the report for people) or json (for scripts)")
 	f.IntVar(&schedules, "schedules", 0, "instead of jobs: this many every-1s schedules, first occurrences spread over a second; measures their occurrences")
 	f.DurationVar(&duration, "duration", 20*time.Second, "with --schedules: the measuring window")
 	registerAuthFlags(cmd, &cfg.Token, &cfg.CAFile)

@@ -225,14 +225,26 @@ func splitList(v string) []string {
 }
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "timemachine %s\n", buildVersion())
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case outputJSON:
+				return printJSON(cmd.OutOrStdout(), struct {
+					Version string `json:"version"`
+				}{buildVersion()})
+			case outputTable:
+				fmt.Fprintf(cmd.OutOrStdout(), "timemachine %s\n", buildVersion())
+				return nil
+			}
+			return usageErr(fmt.Errorf("-o %q: want table or json", output))
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", outputTable, `output format: table ("timemachine VERSION") or json ({"version"})`)
+	return cmd
 }
 
 // buildVersion is the stamped version, or for an unstamped build the module

@@ -44,3 +44,26 @@ func TestVersionFlagAndCommandAgree(t *testing.T) {
 		})
 	}
 }
+
+// `version -o json` prints the same version as one JSON object, and an
+// unknown format is a usage error.
+func TestVersionJSON(t *testing.T) {
+	old := version
+	version = "v1.2.3"
+	t.Cleanup(func() { version = old })
+	out, err := runRoot(t, "version", "-o", "json")
+	if err != nil || out != "{\n  \"version\": \"v1.2.3\"\n}\n" {
+		t.Fatalf("version -o json: %q, %v", out, err)
+	}
+	if _, err := runRoot(t, "version", "-o", "yaml"); err == nil {
+		t.Fatal("version -o yaml: no error")
+	}
+}
+
+// bench takes -o like the client commands; a format it does not know is
+// refused before anything runs.
+func TestBenchOutputFlag(t *testing.T) {
+	if _, err := runRoot(t, "bench", "-o", "yaml", "--addr", "127.0.0.1:1"); err == nil || !regexp.MustCompile(`"yaml": want table or json`).MatchString(err.Error()) {
+		t.Fatalf("bench -o yaml: %v", err)
+	}
+}
