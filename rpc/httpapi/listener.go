@@ -23,10 +23,15 @@ import (
 //     the descriptors that raft, Pebble and callbacks need. A connection
 //     over the cap is answered 503 with Retry-After (plain HTTP only; a
 //     TLS one is just closed) and closed at once.
+//   - At most perIP of them come from one client address
+//     (--max-conns-per-ip); one more is answered 429 overloaded with
+//     Retry-After, the same way. (fasthttp's own per-IP cap answered in
+//     plain text, outside the contract's error body.)
 type guardedListener struct {
 	net.Listener
 	log     *slog.Logger
 	max     int64
+	perIP   int64
 	tls     bool
 	open    atomic.Int64
 	refused atomic.Uint64
@@ -34,17 +39,23 @@ type guardedListener struct {
 	mu      sync.Mutex
 	lastLog time.Time
 	missed  int
+	byIP    map[string]int64 // open connections per client address (perIP > 0)
 }
 
-func newGuardedListener(ln net.Listener, maxConns int, isTLS bool, log *slog.Logger) *guardedListener {
-	return &guardedListener{Listener: ln, log: log, max: int64(maxConns), tls: isTLS}
+func newGuardedListener(ln net.Listener, maxConns, maxPerIP int, isTLS bool, log *slog.Logger) *guardedListener {
+	return &guardedListener{Listener: ln, log: log, max: int64(maxConns), perIP: int64(maxPerIP), tls: isTLS, byIP: map[string]int64{}}
 }
 
-// overCapAnswer is the whole answer to a connection over the cap.
-var overCapAnswer = func() []byte {
-	body := `{"error":{"code":"unavailable","message":"this node has too many open connections; retry in a second or reuse one"}}`
-	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-}()
+// errorAnswer is the whole answer to a connection turned away.
+func errorAnswer(status, code, message string) []byte {
+	body := fmt.Sprintf(`{"error":{"code":%q,"message":%q}}`, code, message)
+	return fmt.Appendf(nil, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", status, len(body), body)
+}
+
+var (
+	overCapAnswer   = errorAnswer("503 Service Unavailable", "unavailable", "this node has too many open connections; retry in a second or reuse one")
+	overIPCapAnswer = errorAnswer("429 Too Many Requests", "overloaded", "too many open connections from this address (--max-conns-per-ip); retry in a second or reuse one")
+)
 
 func (l *guardedListener) Accept() (net.Conn, error) {
 	backoff := 5 * time.Millisecond
@@ -62,22 +73,49 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 		backoff = 5 * time.Millisecond
 		if l.max > 0 && l.open.Load() >= l.max {
 			l.refused.Add(1)
-			go l.turnAway(c)
+			go l.turnAway(c, overCapAnswer, "connection refused: the API's connection cap is reached", "max_conns", l.max)
 			continue
 		}
+		ip := ""
+		if l.perIP > 0 {
+			ip = clientIP(c)
+			l.mu.Lock()
+			over := l.byIP[ip] >= l.perIP
+			if !over {
+				l.byIP[ip]++
+			}
+			l.mu.Unlock()
+			if over {
+				l.refused.Add(1)
+				go l.turnAway(c, overIPCapAnswer, "connection refused: the client address's connection cap is reached", "max_conns_per_ip", l.perIP, "client", ip)
+				continue
+			}
+		}
 		l.open.Add(1)
-		return &countedConn{Conn: c, l: l}, nil
+		return &countedConn{Conn: c, l: l, ip: ip}, nil
 	}
 }
 
-// turnAway answers a connection over the cap without reading from it.
-func (l *guardedListener) turnAway(c net.Conn) {
+// clientIP is the address a connection comes from, without its port.
+func clientIP(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return host
+}
+
+// turnAway answers a connection over a cap without reading from it.
+func (l *guardedListener) turnAway(c net.Conn, answer []byte, msg string, args ...any) {
 	if !l.tls {
 		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = c.Write(overCapAnswer)
+		_, _ = c.Write(answer)
 	}
 	_ = c.Close()
-	l.logRateLimited("connection refused: the API's connection cap is reached", "max_conns", l.max)
+	l.logRateLimited(msg, args...)
 }
 
 func (l *guardedListener) logRateLimited(msg string, args ...any) {
@@ -100,11 +138,21 @@ func (l *guardedListener) Open() int64 { return l.open.Load() }
 type countedConn struct {
 	net.Conn
 	l    *guardedListener
+	ip   string // counted in l.byIP when not ""
 	once sync.Once
 }
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		if c.ip != "" {
+			c.l.mu.Lock()
+			if c.l.byIP[c.ip]--; c.l.byIP[c.ip] <= 0 {
+				delete(c.l.byIP, c.ip)
+			}
+			c.l.mu.Unlock()
+		}
+	})
 	return err
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -311,4 +312,66 @@ func TestAcceptErrorsDoNotStopTheServer(t *testing.T) {
 		t.Fatalf("Serve returned after accept errors: %v", err)
 	default:
 	}
+}
+
+// --max-conns-per-ip: one connection more from the same address is turned
+// away with 429 and the contract's error body (overloaded, Retry-After);
+// closing one frees the address's share again.
+func TestConnectionsPerIPCap(t *testing.T) {
+	const perIP = 3
+	s := newTestServer(&fakeBackend{}, func(o *Options) { o.MaxConnsPerIP = perIP })
+	addr := serveTest(t, s)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < perIP; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	testutil.Eventually(t, 10*time.Second, "the address's share filled", func() error {
+		if n := s.OpenConns(); n < perIP {
+			return fmt.Errorf("%d open", n)
+		}
+		return nil
+	})
+	over, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = over.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	over.Close()
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("Content-Type") != "application/json" ||
+		json.Unmarshal(b, &e) != nil || e.Error.Code != "overloaded" || !strings.Contains(e.Error.Message, "--max-conns-per-ip") {
+		t.Fatalf("over the address's cap: %d %v %s", resp.StatusCode, resp.Header, b)
+	}
+	conns[0].Close()
+	conns = conns[1:]
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	defer hc.CloseIdleConnections()
+	testutil.Eventually(t, 10*time.Second, "a connection accepted again after closing one", func() error {
+		resp, err := hc.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
 }

@@ -144,7 +144,6 @@ func New(b Backend, o Options) *Server {
 		HeaderReceived:               s.headerReceived,
 		MaxRequestBodySize:           o.MaxBodyBytes,
 		StreamRequestBody:            true,
-		MaxConnsPerIP:                o.MaxConnsPerIP,
 		ReadBufferSize:               readBufferSize,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
@@ -192,7 +191,7 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 // Options.TLSConfig is set, behind the connection cap and an accept loop
 // that survives accept errors (guardedListener).
 func (s *Server) Serve(ln net.Listener) error {
-	gl := newGuardedListener(ln, s.o.MaxConns, s.o.TLSConfig != nil, s.log)
+	gl := newGuardedListener(ln, s.o.MaxConns, s.o.MaxConnsPerIP, s.o.TLSConfig != nil, s.log)
 	s.ln.Store(gl)
 	var served net.Listener = gl
 	if s.o.TLSConfig != nil {
