@@ -81,10 +81,41 @@ func replicaPlaces(t *testing.T, n int) (dirs, addrs []string) {
 			t.Fatal(err)
 		}
 		addrs = append(addrs, ln.Addr().String())
-		ln.Close()
+		// Held until the replica first listens there (listenAt): closed
+		// now, another test's listener could take the port meanwhile (seen
+		// in make test: "bind: address already in use").
+		heldMu.Lock()
+		held[ln.Addr().String()] = ln
+		heldMu.Unlock()
+		t.Cleanup(func() {
+			heldMu.Lock()
+			if l, ok := held[ln.Addr().String()]; ok && l == ln {
+				delete(held, ln.Addr().String())
+				ln.Close()
+			}
+			heldMu.Unlock()
+		})
 		dirs = append(dirs, filepath.Join(t.TempDir(), "g"))
 	}
 	return dirs, addrs
+}
+
+var (
+	heldMu sync.Mutex
+	held   = map[string]net.Listener{} // replicaPlaces' listeners not yet used
+)
+
+// listenAt listens on addr: the listener replicaPlaces holds for it the
+// first time, a new one when a replica opens there again.
+func listenAt(addr string) (net.Listener, error) {
+	heldMu.Lock()
+	ln, ok := held[addr]
+	delete(held, addr)
+	heldMu.Unlock()
+	if ok {
+		return ln, nil
+	}
+	return net.Listen("tcp", addr)
 }
 
 // openTrio starts a three-voter group on loopback with the slots' long
@@ -124,7 +155,7 @@ func openReplicas(t *testing.T, base Config, dirs, addrs []string) ([]*Group, []
 	var gs []*Group
 	var servers []raft.Server
 	for i := range dirs {
-		ln, err := net.Listen("tcp", addrs[i])
+		ln, err := listenAt(addrs[i])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,7 +28,7 @@ type gateNode struct {
 
 func (n *gateNode) open(t *testing.T) {
 	t.Helper()
-	ln, err := net.Listen("tcp", n.addr)
+	ln, err := listenAt(n.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
