@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -87,6 +88,7 @@ func Open(dir string, o Options) (*DB, error) {
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      plog,
 		FS:                          newFailStopFS(fs, plog),
+		EventListener:               (&stallLog{log: lg, now: time.Now}).listener(),
 	}
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
 	po.Experimental.CompactionScheduler = newQuietScheduler() // no 100 ms ticker while idle
