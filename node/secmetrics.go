@@ -7,7 +7,7 @@ import (
 // securityCollector reports the refusals of the security layer at scrape
 // time: callbacks the egress policy refused, internal-port connections
 // refused (no or a foreign certificate, junk), and the API's connections
-// (open now, turned away at the cap).
+// (open now, turned away at a cap).
 type securityCollector struct{ n *Node }
 
 var (
@@ -15,7 +15,7 @@ var (
 	peerRefusedDesc     = prometheus.NewDesc("timemachine_internal_connections_refused_total", "Connections to the internal port refused before any raft or RPC byte was read, by reason (tls, header, route, busy).", []string{"reason"}, nil)
 	httpOpenDesc        = prometheus.NewDesc("timemachine_http_connections_open", "HTTP API connections open now.", nil, nil)
 	httpCapDesc         = prometheus.NewDesc("timemachine_http_connections_max", "The cap on open HTTP API connections (--max-conns).", nil, nil)
-	httpRefusedDesc     = prometheus.NewDesc("timemachine_http_connections_refused_total", "HTTP API connections turned away because the cap was reached.", nil, nil)
+	httpRefusedDesc     = prometheus.NewDesc("timemachine_http_connections_refused_total", "HTTP API connections turned away at a cap: --max-conns (503) or --max-conns-per-ip (429).", nil, nil)
 )
 
 func (c *securityCollector) Describe(ch chan<- *prometheus.Desc) {

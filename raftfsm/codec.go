@@ -31,10 +31,6 @@ const (
 	// CmdDropTombstones removes the tombstones of deleted jobs created
 	// before a time (storage.TombKey).
 	CmdDropTombstones CmdType = 17
-	// CmdRemoveExpired removes one job if it finished before a bound (its
-	// collection's retention ended): how a write that meets a job reads
-	// already treat as gone makes it gone before it acts (service).
-	CmdRemoveExpired CmdType = 18
 
 	CmdPutCollection    CmdType = 32
 	CmdMarkCollDeleting CmdType = 33
@@ -150,10 +146,6 @@ func decodeOne(b []byte) (Command, error) {
 	case CmdDeleteIncarnation:
 		x := &DeleteIncarnation{Coll: r.str(maxStr), ID: r.str(maxStr)}
 		x.CreatedAt = r.varint()
-		c = x
-	case CmdRemoveExpired:
-		x := &RemoveExpired{Coll: r.str(maxStr), ID: r.str(maxStr)}
-		x.Before = r.varint()
 		c = x
 	case CmdAck:
 		x := &Ack{}
@@ -445,25 +437,6 @@ func (c *RemoveFinished) appendBody(dst []byte) []byte {
 	dst = putStr(dst, c.Coll)
 	dst = binary.AppendVarint(dst, c.Before)
 	return binary.AppendVarint(dst, c.Limit)
-}
-
-// RemoveExpired removes the job ID if it is finished and finished before
-// Before (ms): its collection's retention ended, so reads already answer
-// as if it were gone (service expired), and a write of the same id must
-// not find it either. RemoveFinished is the leader's periodic pass over
-// the whole range; this is the one job a write names, removed before the
-// write in the same entry or just before it. It answers not found for a
-// job that is absent, not finished or not yet expired, and is safe to
-// re-send.
-type RemoveExpired struct {
-	Coll, ID string
-	Before   int64
-}
-
-// Type implements Command.
-func (*RemoveExpired) Type() CmdType { return CmdRemoveExpired }
-func (c *RemoveExpired) appendBody(dst []byte) []byte {
-	return binary.AppendVarint(putStr(putStr(dst, c.Coll), c.ID), c.Before)
 }
 
 // PurgeCollection removes up to Limit jobs of a deleted collection.

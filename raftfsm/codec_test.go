@@ -25,7 +25,6 @@ func sampleCommands() []Command {
 		&AdvanceOffset{Offset: 123456},
 		&DropDue{Due: 5, Coll: "c", ID: "i"},
 		&RemoveFinished{Coll: "c", Before: 77, Limit: 2000},
-		&RemoveExpired{Coll: "c", ID: "x", Before: 1767225600000},
 		&PurgeCollection{Coll: "c", Limit: 5000},
 		&PutCollection{C: model.Collection{Name: "c", Retry: model.RetryPolicy{MaxAttempts: 2}, CallbackTimeoutMs: 1, RetentionMs: 2, SigningSecret: "whsec_x", CreatedAt: 3, UpdatedAt: 4}, Now: 48},
 		&MarkCollectionDeleting{Name: "c", Now: 49},

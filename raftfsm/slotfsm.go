@@ -378,8 +378,6 @@ func (s *applyState) apply(c Command) (model.Result, error) {
 		return s.dropDue(c)
 	case *RemoveFinished:
 		return s.removeFinished(c)
-	case *RemoveExpired:
-		return s.removeExpired(c)
 	case *PurgeCollection:
 		return s.purgeCollection(c)
 	case *PutSchedule:
@@ -731,7 +729,10 @@ func (s *applyState) removeFinished(c *RemoveFinished) (model.Result, error) {
 			return model.Result{}, err
 		}
 		if found && j.Status.Finished() && j.FinishedAt == r.t {
-			if err := s.removeJob(j); err != nil {
+			if err := s.removeIndexes(j, true); err != nil {
+				return model.Result{}, err
+			}
+			if err := s.deleteRecord(j.Collection, j.ID); err != nil {
 				return model.Result{}, err
 			}
 			n++
@@ -742,27 +743,6 @@ func (s *applyState) removeFinished(c *RemoveFinished) (model.Result, error) {
 		}
 	}
 	return model.Result{Code: model.CodeOK, More: more, N: n}, nil
-}
-
-func (s *applyState) removeExpired(c *RemoveExpired) (model.Result, error) {
-	j, found, err := s.getJob(c.Coll, c.ID)
-	if err != nil || !found || !j.Status.Finished() || j.FinishedAt <= 0 || j.FinishedAt >= c.Before {
-		return model.Result{Code: model.CodeNotFound}, err
-	}
-	if err := s.removeJob(j); err != nil {
-		return model.Result{}, err
-	}
-	return model.Result{Code: model.CodeOK, Job: j}, nil
-}
-
-// removeJob removes a finished job past its retention: its record and
-// index entries, and no tombstone (no re-send of its create can still
-// come; DELETE's tombstones are for those).
-func (s *applyState) removeJob(j *model.Job) error {
-	if err := s.removeIndexes(j, true); err != nil {
-		return err
-	}
-	return s.deleteRecord(j.Collection, j.ID)
 }
 
 func (s *applyState) purgeCollection(c *PurgeCollection) (model.Result, error) {

@@ -55,23 +55,38 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 			cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
 		}
 		res, resent, err := s.proposeResolved(ctx, sl, cmds...)
+		var failed []int // positions in idx whose create failed
 		if err == nil {
-			res, resent, err = s.createOverExpired(ctx, sl, c, cmds, res, resent)
+			var again []int
+			res, resent, again, err = s.createOverExpired(ctx, sl, c, cmds, res, resent)
+			if err != nil {
+				failed = again // the first proposal's other results stand
+			}
+		} else {
+			failed = make([]int, len(idx))
+			for k := range idx {
+				failed[k] = k
+			}
 		}
 		if err != nil {
 			e := toModel(err)
-			for _, i := range idx {
-				out[i].Err = e
+			for _, k := range failed {
+				out[idx[k]].Err = e
 			}
 			if errors.Is(err, model.ErrOutcomeUnknown) {
 				unknownMu.Lock()
 				anyUnknown = true
 				unknownMu.Unlock()
 			}
-			return
+			if len(failed) == len(idx) {
+				return
+			}
 		}
 		created := 0
 		for k, i := range idx {
+			if out[i].Err != nil {
+				continue
+			}
 			out[i].Code, out[i].Job = res[k].Code, res[k].Job
 			if resent && res[k].Code == model.CodeExists && res[k].Job != nil && res[k].Job.CreatedAt == now {
 				// Created by the attempt whose outcome was unknown:
@@ -112,38 +127,46 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 
 // createOverExpired creates again the jobs whose create found a finished
 // job of the same id past its collection's retention: reads treat that job
-// as gone already (expired), and the slot leader's upkeep removes it
-// within 30 s; until then the create would answer 200 or 409 with a job a
-// GET answers 404 for. Each such id's old job is removed (RemoveExpired,
-// which checks the retention bound itself, so a job redriven meanwhile
-// stays) in the entry that creates the new one. Rare, so the common path
-// pays nothing for it. Only an error of this second proposal is returned;
-// the first one's results stand for every other job.
-func (s *Service) createOverExpired(ctx context.Context, sl int, c *model.Collection, cmds []raftfsm.Command, res []model.Result, resent bool) ([]model.Result, bool, error) {
+// as gone already (model.Collection.Expired), and the slot leader's upkeep
+// removes it within 30 s; until then the create would answer 200 or 409
+// with a job a GET answers 404 for. Each such job is deleted in the entry
+// that creates the new one — that incarnation only (DeleteIncarnation, its
+// created_at; it leaves the tombstone a re-send of its own create needs) —
+// and the create's result replaces the first one. Rare, so the common path
+// pays nothing for it. A job this very request made (a re-send after an
+// unknown outcome finding its own job, which may have fired and expired
+// since under a short retention) is not made again.
+//
+// It returns the positions it proposed again; an error is theirs alone:
+// the first proposal's other results stand.
+func (s *Service) createOverExpired(ctx context.Context, sl int, c *model.Collection, cmds []raftfsm.Command, res []model.Result, resent bool) ([]model.Result, bool, []int, error) {
 	now := s.now()
 	var again []int
 	for k, r := range res {
-		if (r.Code == model.CodeExists || r.Code == model.CodeConflict) && r.Job != nil && c.Expired(r.Job, now) {
-			again = append(again, k)
+		if (r.Code != model.CodeExists && r.Code != model.CodeConflict) || r.Job == nil || !c.Expired(r.Job, now) {
+			continue
 		}
+		if resent && r.Job.CreatedAt == cmds[k].(*raftfsm.Create).Now {
+			continue // this request's own job
+		}
+		again = append(again, k)
 	}
 	if len(again) == 0 {
-		return res, resent, nil
+		return res, resent, nil, nil
 	}
-	before := c.RetainedFrom(now)
 	redo := make([]raftfsm.Command, 0, 2*len(again))
 	for _, k := range again {
 		cr := cmds[k].(*raftfsm.Create)
-		redo = append(redo, &raftfsm.RemoveExpired{Coll: cr.Coll, ID: cr.ID, Before: before}, cr)
+		redo = append(redo, &raftfsm.DeleteIncarnation{Coll: cr.Coll, ID: cr.ID, CreatedAt: res[k].Job.CreatedAt}, cr)
 	}
 	res2, resent2, err := s.proposeResolved(ctx, sl, redo...)
 	if err != nil {
-		return nil, false, err
+		return res, resent, again, err
 	}
 	for n, k := range again {
 		res[k] = res2[2*n+1]
 	}
-	return res, resent || resent2, nil
+	return res, resent || resent2, again, nil
 }
 
 // UpsertJob creates or replaces a job (PUT semantics); ifMatch, when not
@@ -185,30 +208,40 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 // it out (see resolve.go): by reading the job, and re-sending the upsert
 // only when the read shows that the earlier attempt did not touch it.
 //
-// A finished job of that id past its collection's retention is gone to
-// reads (expired), so it is removed in the same entry first: the PUT then
-// creates (201, version 1), and an If-Match answers 412.
+// The job is read first: a finished job past its collection's retention
+// is gone to reads (model.Collection.Expired), so a PUT with If-Match
+// answers 412 for it, and one without deletes that incarnation in the
+// entry that creates the new job (201, version 1), as if the leader's
+// upkeep had removed it already.
 func (s *Service) upsertResolved(ctx context.Context, c *model.Collection, id string, spec model.JobSpec, ifMatch uint64) ([]model.Result, error) {
 	coll := c.Name
 	sl := s.slotOf(coll, id)
-	if o, alt := s.occurrenceSlot(coll, id); alt {
+	j, here, err := s.fwd.GetJob(ctx, sl, coll, id)
+	if err != nil {
+		return nil, err
+	}
+	if o, alt := s.occurrenceSlot(coll, id); alt && !here {
 		// A schedule's occurrence lives in its schedule's slot: a PUT of
 		// one (a redrive, say) goes there, unless the id's own slot has a
 		// job of that id (GET looks there first too).
-		if _, here, err := s.fwd.GetJob(ctx, sl, coll, id); err == nil && !here {
-			if _, there, err := s.fwd.GetJob(ctx, o, coll, id); err == nil && there {
-				sl = o
-			}
+		if oj, there, err := s.fwd.GetJob(ctx, o, coll, id); err == nil && there {
+			sl, j, here = o, oj, true
 		}
 	}
 	cmd := &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()}
-	rm := &raftfsm.RemoveExpired{Coll: coll, ID: id, Before: c.RetainedFrom(cmd.Now)}
-	res, err := s.fwd.ProposeSlot(ctx, sl, rm, cmd)
+	cmds := []raftfsm.Command{cmd}
+	if here && c.Expired(j, cmd.Now) {
+		if ifMatch != 0 {
+			return []model.Result{{Code: model.CodePreconditionFailed}}, nil
+		}
+		cmds = []raftfsm.Command{&raftfsm.DeleteIncarnation{Coll: coll, ID: id, CreatedAt: j.CreatedAt}, cmd}
+	}
+	res, err := s.fwd.ProposeSlot(ctx, sl, cmds...)
 	if !unknown(err) {
 		if err != nil {
 			return nil, err
 		}
-		return res[1:], nil
+		return res[len(res)-1:], nil
 	}
 	return s.resolveUpsert(ctx, sl, cmd)
 }
@@ -292,28 +325,19 @@ func (s *Service) GetJob(ctx context.Context, coll, id string) (*model.Job, erro
 }
 
 // DeleteJob removes a job. A finished job past its collection's retention
-// is gone to reads (expired): it is removed (RemoveExpired, in the same
-// entry) and the DELETE answers 404, as it would once the slot leader's
-// upkeep had removed it.
+// is gone to reads (model.Collection.Expired): deleting it answers 404,
+// as it would once the slot leader's upkeep had removed it.
 func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 	c, err := s.knownCollection(ctx, coll)
 	if err != nil {
 		return err
 	}
 	sl, stamp := s.slotOf(coll, id), s.now()
-	del := func(sl int) ([]model.Result, error) {
-		rm := &raftfsm.RemoveExpired{Coll: coll, ID: id, Before: c.RetainedFrom(stamp)}
-		res, err := s.fwd.ProposeSlot(ctx, sl, rm, &raftfsm.Delete{Coll: coll, ID: id})
-		if err != nil {
-			return nil, err
-		}
-		return res[1:], nil
-	}
-	res, err := del(sl)
+	res, err := s.fwd.ProposeSlot(ctx, sl, &raftfsm.Delete{Coll: coll, ID: id})
 	if err == nil && res[0].Code == model.CodeNotFound {
 		if o, alt := s.occurrenceSlot(coll, id); alt {
 			sl = o
-			res, err = del(o)
+			res, err = s.fwd.ProposeSlot(ctx, o, &raftfsm.Delete{Coll: coll, ID: id})
 		}
 	}
 	if unknown(err) {
@@ -322,10 +346,11 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 	if err != nil {
 		return fail(err)
 	}
-	switch res[0].Code {
-	case model.CodeNotFound:
+	switch {
+	case res[0].Code == model.CodeNotFound,
+		res[0].Code == model.CodeOK && res[0].Job != nil && c.Expired(res[0].Job, stamp):
 		return model.NotFound("job %q does not exist in collection %q", id, coll)
-	case model.CodeFiring:
+	case res[0].Code == model.CodeFiring:
 		return model.Firing(res[0].Job)
 	}
 	return nil

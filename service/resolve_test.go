@@ -3,10 +3,12 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
@@ -81,6 +83,20 @@ func (f *fakeSlot) ProposeSlot(_ context.Context, _ int, cmds ...raftfsm.Command
 		switch c := c.(type) {
 		case *raftfsm.Upsert:
 			out[i] = f.upsert(c)
+		case *raftfsm.Create:
+			if j, ok := f.jobs[c.ID]; ok {
+				code := model.CodeConflict
+				if j.SpecHash == c.Spec.Hash {
+					code = model.CodeExists
+				}
+				cp := *j
+				out[i] = model.Result{Code: code, Job: &cp}
+				continue
+			}
+			j := &model.Job{ID: c.ID, Version: 1, Status: model.StatusScheduled, SpecHash: c.Spec.Hash, CreatedAt: c.Now, UpdatedAt: c.Now}
+			f.jobs[c.ID] = j
+			cp := *j
+			out[i] = model.Result{Code: model.CodeCreated, Job: &cp}
 		case *raftfsm.DeleteIncarnation:
 			j, ok := f.jobs[c.ID]
 			if !ok || j.CreatedAt != c.CreatedAt {
@@ -90,7 +106,7 @@ func (f *fakeSlot) ProposeSlot(_ context.Context, _ int, cmds ...raftfsm.Command
 			delete(f.jobs, c.ID)
 			out[i] = model.Result{Code: model.CodeOK, Job: j}
 		default:
-			return nil, errors.New("the resolver proposed something other than a DeleteIncarnation or an Upsert")
+			return nil, errors.New("proposed something other than a Create, DeleteIncarnation or Upsert")
 		}
 	}
 	return out, nil
@@ -203,4 +219,58 @@ func TestResolveUpsertWhenTheFirstAttemptCommitsLate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A create that finds a finished job past its retention makes the new job
+// in an entry that deletes that incarnation first; one that finds its own
+// job (a re-send after an unknown outcome, the job fired and expired since)
+// makes nothing; a failed second proposal fails only the jobs it carried.
+func TestCreateOverExpired(t *testing.T) {
+	const now = 1_000_000
+	coll := &model.Collection{Name: "c", RetentionMs: 1000}
+	expiredJob := func(id string, createdAt int64) *model.Job {
+		return &model.Job{ID: id, Version: 2, Status: model.StatusSucceeded, SpecHash: 1, CreatedAt: createdAt, FinishedAt: now - 5000}
+	}
+	create := func(id string, stamp int64) *raftfsm.Create {
+		return &raftfsm.Create{Coll: "c", ID: id, Spec: model.JobSpec{Hash: 1}, Now: stamp}
+	}
+	svc := func(f *fakeSlot) *Service {
+		s := resolvingService(f)
+		s.clock = func() time.Time { return time.UnixMilli(now) }
+		return s
+	}
+	t.Run("another incarnation: made anew", func(t *testing.T) {
+		old := expiredJob("j", 10)
+		f := &fakeSlot{jobs: map[string]*model.Job{"j": old}}
+		cmds := []raftfsm.Command{create("j", now), create("k", now)}
+		res := []model.Result{{Code: model.CodeExists, Job: old}, {Code: model.CodeCreated, Job: &model.Job{ID: "k"}}}
+		got, _, again, err := svc(f).createOverExpired(context.Background(), 0, coll, cmds, res, false)
+		if err != nil || fmt.Sprint(again) != "[0]" || got[0].Code != model.CodeCreated || got[0].Job.CreatedAt != now || got[1].Code != model.CodeCreated {
+			t.Fatalf("got %+v, again %v, %v", got, again, err)
+		}
+		if d, ok := f.proposed[0].(*raftfsm.DeleteIncarnation); !ok || d.CreatedAt != 10 || len(f.proposed) != 2 {
+			t.Fatalf("proposed %#v", f.proposed)
+		}
+	})
+	t.Run("this request's own job: nothing proposed", func(t *testing.T) {
+		own := expiredJob("j", now-3000)
+		f := &fakeSlot{jobs: map[string]*model.Job{"j": own}}
+		cmds := []raftfsm.Command{create("j", now-3000)}
+		res := []model.Result{{Code: model.CodeExists, Job: own}}
+		got, resent, again, err := svc(f).createOverExpired(context.Background(), 0, coll, cmds, res, true)
+		if err != nil || len(again) != 0 || !resent || got[0].Job != own || len(f.proposed) != 0 {
+			t.Fatalf("got %+v, again %v, %v; proposed %v", got, again, err, f.proposed)
+		}
+	})
+	t.Run("the second proposal fails: only its jobs", func(t *testing.T) {
+		old := expiredJob("j", 10)
+		f := &fakeSlot{jobs: map[string]*model.Job{"j": old}, leaderless: 1}
+		cmds := []raftfsm.Command{create("k", now), create("j", now)}
+		made := &model.Job{ID: "k"}
+		res := []model.Result{{Code: model.CodeCreated, Job: made}, {Code: model.CodeExists, Job: old}}
+		got, _, again, err := svc(f).createOverExpired(context.Background(), 0, coll, cmds, res, false)
+		if err == nil || fmt.Sprint(again) != "[1]" || got[0].Job != made {
+			t.Fatalf("got %+v, again %v, %v", got, again, err)
+		}
+	})
 }

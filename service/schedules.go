@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
@@ -79,10 +80,13 @@ func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.S
 	if r.Schedule.LastFireAt != 0 {
 		// A schedule that has fired: its answer shows the latest
 		// occurrence's status, as a GET does. The write stands whatever
-		// this read answers; a failed read leaves the status out.
-		if sc, st, ok, err := s.fwd.GetSchedule(ctx, sl, coll, id); err == nil && ok && sc.Version == r.Schedule.Version {
+		// this read answers; a failed or slow read (a second at most, so
+		// a committed write is not answered late) leaves the status out.
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		if sc, st, ok, err := s.fwd.GetSchedule(rctx, sl, coll, id); err == nil && ok && sc.Version == r.Schedule.Version {
 			v.LastStatus = st
 		}
+		cancel()
 	}
 	return v, created, nil
 }
@@ -174,7 +178,6 @@ func (s *Service) Redrive(ctx context.Context, coll string, ids []string, from, 
 		return 0, err
 	}
 	now := s.now()
-	before := c.RetainedFrom(now)
 	bySlot := map[int][]string{}
 	if len(ids) > 0 {
 		for _, id := range ids {
@@ -205,9 +208,9 @@ func (s *Service) Redrive(ctx context.Context, coll string, ids []string, from, 
 			var n int64
 			var err error
 			if len(ids) > 0 {
-				n, err = s.redriveIDs(ctx, sl, coll, sids, now, before)
+				n, err = s.redriveIDs(ctx, sl, c, s.unexpired(ctx, sl, c, sids, now), now)
 			} else {
-				n, err = s.redriveRange(ctx, sl, coll, from, to, now, before)
+				n, err = s.redriveRange(ctx, sl, c, from, to, now)
 			}
 			mu.Lock()
 			total += n
@@ -224,45 +227,58 @@ func (s *Service) Redrive(ctx context.Context, coll string, ids []string, from, 
 	return total, nil
 }
 
-// redriveIDs redrives the dead letters among ids on slot sl. A dead letter
-// past its collection's retention (finished before before) is gone to
-// reads (expired): it is removed in the same entry, not redriven.
-func (s *Service) redriveIDs(ctx context.Context, sl int, coll string, ids []string, now, before int64) (int64, error) {
-	cmds := make([]raftfsm.Command, 0, len(ids)+1)
-	for _, id := range ids {
-		cmds = append(cmds, &raftfsm.RemoveExpired{Coll: coll, ID: id, Before: before})
+// redriveIDs redrives the dead letters among ids on slot sl.
+func (s *Service) redriveIDs(ctx context.Context, sl int, c *model.Collection, ids []string, now int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
 	}
-	cmds = append(cmds, &raftfsm.Redrive{Coll: coll, IDs: ids, Now: now})
-	res, _, err := s.proposeResolved(ctx, sl, cmds...)
+	res, _, err := s.proposeResolved(ctx, sl, &raftfsm.Redrive{Coll: c.Name, IDs: ids, Now: now})
 	if err != nil {
 		return 0, err
 	}
-	return res[len(ids)].N, nil
+	return res[0].N, nil
+}
+
+// unexpired leaves out of ids the jobs of slot sl that are finished and
+// past their collection's retention at now: they are gone to reads
+// (model.Collection.Expired), so a redrive by id does not send them again
+// and does not count them. An id the read cannot settle stays (the state
+// machine redrives only dead letters).
+func (s *Service) unexpired(ctx context.Context, sl int, c *model.Collection, ids []string, now int64) []string {
+	out := ids[:0:0]
+	for _, id := range ids {
+		if j, ok, err := s.fwd.GetJob(ctx, sl, c.Name, id); err == nil && ok && c.Expired(j, now) {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
 }
 
 // redriveRange pages through the slot's dead letters in [from, to) with
-// the list index and redrives each page by id.
-func (s *Service) redriveRange(ctx context.Context, sl int, coll string, from, to, now, before int64) (int64, error) {
+// the list index and redrives each page by id, leaving out those past
+// their retention (unexpired).
+func (s *Service) redriveRange(ctx context.Context, sl int, c *model.Collection, from, to, now int64) (int64, error) {
 	if to <= 0 {
 		to = model.MaxTriggerMs
 	}
-	q := model.ListQuery{Coll: coll, Status: model.StatusFailed, From: from, To: to, Limit: model.MaxBatch}
+	q := model.ListQuery{Coll: c.Name, Status: model.StatusFailed, From: from, To: to, Limit: model.MaxBatch}
 	var n int64
 	for {
 		page, err := s.fwd.ListSlot(ctx, sl, q)
 		if err != nil {
 			return n, err
 		}
-		if len(page.Jobs) > 0 {
-			ids := make([]string, len(page.Jobs))
-			for i, j := range page.Jobs {
-				ids[i] = j.ID
+		ids := make([]string, 0, len(page.Jobs))
+		for _, j := range page.Jobs {
+			if !c.Expired(j, now) {
+				ids = append(ids, j.ID)
 			}
-			k, err := s.redriveIDs(ctx, sl, coll, ids, now, before)
-			n += k
-			if err != nil {
-				return n, err
-			}
+		}
+		k, err := s.redriveIDs(ctx, sl, c, ids, now)
+		n += k
+		if err != nil {
+			return n, err
 		}
 		if !page.Stopped {
 			return n, nil
