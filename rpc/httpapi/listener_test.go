@@ -222,21 +222,7 @@ func TestIdleConnectionsAndCap(t *testing.T) {
 		}
 		return nil
 	})
-	// The refusal is written as soon as the connection is accepted, before
-	// any request: net/http's client calls that an unsolicited response and
-	// fails the request, so read it off a raw connection.
-	over, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = over.SetDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	over.Close()
+	resp, b := refusal(t, addr)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), CodeUnavailable) {
 		t.Fatalf("over the cap: %d %s", resp.StatusCode, b)
 	}
@@ -248,7 +234,34 @@ func TestIdleConnectionsAndCap(t *testing.T) {
 		c.Close()
 	}
 	conns = conns[100:]
-	testutil.Eventually(t, 10*time.Second, "a connection accepted again after closing some", func() error {
+	waitAccepted(t, hc, addr)
+}
+
+// refusal reads the answer to a connection turned away at a cap. It is
+// written as soon as the connection is accepted, before any request:
+// net/http's client calls that an unsolicited response and fails the
+// request, so it is read off a raw connection.
+func refusal(t *testing.T, addr string) (*http.Response, []byte) {
+	t.Helper()
+	over, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	_ = over.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, b
+}
+
+// waitAccepted waits until a new connection to addr is served again.
+func waitAccepted(t *testing.T, hc *http.Client, addr string) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "a connection accepted again", func() error {
 		resp, err := hc.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return err
@@ -340,18 +353,7 @@ func TestConnectionsPerIPCap(t *testing.T) {
 		}
 		return nil
 	})
-	over, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = over.SetDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	over.Close()
+	resp, b := refusal(t, addr)
 	var e struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
@@ -363,15 +365,5 @@ func TestConnectionsPerIPCap(t *testing.T) {
 	conns = conns[1:]
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	defer hc.CloseIdleConnections()
-	testutil.Eventually(t, 10*time.Second, "a connection accepted again after closing one", func() error {
-		resp, err := hc.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitAccepted(t, hc, addr)
 }
