@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +132,53 @@ func TestCLI(t *testing.T) {
 	out = mustCLI(t, "job", "list", addr, "-o", "json", "-c", coll, "--status", "succeeded")
 	if !strings.Contains(out, `"cli-1"`) {
 		t.Errorf("job list --status succeeded: %q", out)
+	}
+}
+
+// TestCLIBodyGoesToTheAPIAsGiven: --body is sent as it is, so the API
+// judges it: a misspelt field is the API's 400 naming it (the CLI decoded
+// the file first and dropped such fields without a word), and a time may
+// be RFC 3339.
+func TestCLIBodyGoesToTheAPIAsGiven(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	coll := s.newCollection(t, "clibody", nil)
+	addr := "--addr=" + s.HTTPAddr
+	file := func(body string) string {
+		p := filepath.Join(t.TempDir(), "body.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name  string
+		args  []string
+		body  string
+		field string
+	}{
+		{"job", []string{"job", "create", "-c", coll}, `{"id":"typo","delay":"1h","callback_url":"http://127.0.0.1:9/h","mta":{"x":1}}`, "mta"},
+		{"collection", []string{"collection", "put", coll + "-x"}, `{"retenton":"1h"}`, "retenton"},
+		{"route", []string{"route", "put", coll + "-r"}, `{"webhook_url":"http://127.0.0.1:9/h","timout":"1s"}`, "timout"},
+		{"schedule", []string{"schedule", "put", "-c", coll, "s"}, `{"every":"5s","callback_url":"http://127.0.0.1:9/h","pausd":true}`, "pausd"},
+	} {
+		code, out, errs := cli(t, append(c.args, addr, "--body", file(c.body))...)
+		if code == 0 || !strings.Contains(errs, "invalid_argument") || !strings.Contains(errs, c.field) || out != "" {
+			t.Errorf("%s --body with %q: exit %d\nstdout: %s\nstderr: %s", c.name, c.field, code, out, errs)
+		}
+	}
+	if _, ok := s.getJob(t, coll, "typo"); ok {
+		t.Error("the job with a misspelt field was created")
+	}
+	out := mustCLI(t, "job", "create", "-c", coll, addr, "-o", "json", "--body",
+		file(`{"id":"rfc","trigger_time":"2030-05-01T00:00:00Z","callback_url":"http://127.0.0.1:9/h"}`))
+	var j Job
+	if err := json.Unmarshal([]byte(out), &j); err != nil || j.ID != "rfc" || j.TriggerTime != time.Date(2030, 5, 1, 0, 0, 0, 0, time.UTC).UnixMilli() {
+		t.Errorf("job create --body with an RFC 3339 trigger_time printed %q (%v)", out, err)
+	}
+	out = mustCLI(t, "schedule", "put", "-c", coll, "rfc", addr, "-o", "json", "--body",
+		file(`{"every":"1h","callback_url":"http://127.0.0.1:9/h","start_at":"2030-05-01T00:00:00Z"}`))
+	if want := fmt.Sprintf(`"start_at": %d`, time.Date(2030, 5, 1, 0, 0, 0, 0, time.UTC).UnixMilli()); !strings.Contains(out, want) {
+		t.Errorf("schedule put --body with an RFC 3339 start_at printed %s", out)
 	}
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,20 +97,18 @@ func newCollectionCmd() *cobra.Command {
   timemachine collection put billing --body billing.json        # the API's JSON object; "-" reads stdin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var c client.Collection
-			if body != "" {
-				if err := readJSONArg(body, &c); err != nil {
-					return err
-				}
-			} else {
-				c = client.Collection{RetryPolicy: rp.policy(cmd), CallbackTimeout: callbackTimeout, Retention: retention, SigningSecret: sig}
-			}
 			cl, ctx, done, err := cf.client()
 			if err != nil {
 				return err
 			}
 			defer done()
-			out, _, err := cl.PutCollection(ctx, args[0], c)
+			var out client.Collection
+			if body != "" {
+				err = sendBody(ctx, cl, http.MethodPut, "/v1/collections/"+pathEscape(args[0]), body, nil, &out)
+			} else {
+				c := client.Collection{RetryPolicy: rp.policy(cmd), CallbackTimeout: callbackTimeout, Retention: retention, SigningSecret: sig}
+				out, _, err = cl.PutCollection(ctx, args[0], c)
+			}
 			if err != nil {
 				return err
 			}
@@ -118,7 +120,7 @@ func newCollectionCmd() *cobra.Command {
 	f.StringVar(&callbackTimeout, "callback-timeout", "", "default callback timeout of its jobs (Go duration, e.g. 10s)")
 	f.StringVar(&retention, "retention", "", "how long finished jobs stay readable (Go duration; default 24h)")
 	f.StringVar(&sig, "signing-secret", "", "sign callbacks with this secret (whsec_ + base64; prefer TIMEMACHINE_SIGNING_SECRET)")
-	f.StringVar(&body, "body", "", "file with the JSON collection object (or - for stdin); replaces the other flags")
+	f.StringVar(&body, "body", "", "file with the JSON collection object (or - for stdin), sent to the API as it is; replaces the other flags")
 
 	get := &cobra.Command{
 		Use:   "get NAME",
@@ -213,13 +215,20 @@ func newRouteCmd() *cobra.Command {
   timemachine route put billing --body route.json   # the API's JSON object; "-" reads stdin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt := r
 			if body != "" {
-				rt = client.Route{}
-				if err := readJSONArg(body, &rt); err != nil {
+				cl, ctx, done, err := cf.client()
+				if err != nil {
 					return err
 				}
-			} else {
+				defer done()
+				var out client.Route
+				if err := sendBody(ctx, cl, http.MethodPut, "/v1/routes/"+pathEscape(args[0]), body, nil, &out); err != nil {
+					return err
+				}
+				return cf.printer(cmd).object(out)
+			}
+			rt := r
+			{
 				if rt.WebhookURL == "" {
 					return usageErr(fmt.Errorf("give the route's --webhook-url (or --body)"))
 				}
@@ -272,7 +281,7 @@ func newRouteCmd() *cobra.Command {
 	f.IntVar(&r.MaxInFlight, "max-in-flight", 0, "callbacks open at once")
 	f.IntVar(&batchN, "batch-max-jobs", 0, "send due jobs together, up to this many per POST (batch.max_jobs)")
 	f.StringVar(&batchW, "batch-max-wait", "", "wait at most this long to fill a batch (batch.max_wait; Go duration)")
-	f.StringVar(&body, "body", "", "file with the JSON route object (or - for stdin); replaces the other flags")
+	f.StringVar(&body, "body", "", "file with the JSON route object (or - for stdin), sent to the API as it is; replaces the other flags")
 
 	get := &cobra.Command{
 		Use:   "get NAME",
@@ -372,14 +381,34 @@ func headerNames(h map[string]string) string {
 	return orDash(strings.Join(names, ","))
 }
 
-// readJSONArg decodes the JSON object in a file (or stdin for "-").
-func readJSONArg(name string, v any) error {
+// pathEscape escapes a name or id for a request path.
+func pathEscape(s string) string { return url.PathEscape(s) }
+
+// sendBody sends the JSON object in the file name (--body; "-" is stdin)
+// as it is, and decodes the answer into out. The API, not the CLI, reads
+// the object: an unknown or misspelt field is its 400 naming the field
+// (decoding it here first dropped such a field silently), and a time may
+// be RFC 3339, as the API accepts. idempotent reports whether the request
+// may be resent after a 503 or a broken connection (a POST only when the
+// job has an id).
+func sendBody(ctx context.Context, cl *client.Client, method, path, name string, idempotent func(obj map[string]json.RawMessage) bool, out any) error {
 	raw, err := readArg(name)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return usageErr(fmt.Errorf("--body %s: not the API's JSON object: %w", name, err))
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
+		return usageErr(fmt.Errorf("--body %s: not a JSON object: %w", name, err))
+	}
+	_, b, err := cl.Do(ctx, client.RawRequest{Method: method, Path: path, Body: raw, Idempotent: idempotent != nil && idempotent(obj)})
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: the answer is not the API's object: %w", method, path, err)
 	}
 	return nil
 }

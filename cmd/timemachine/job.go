@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
@@ -58,16 +59,24 @@ func newJobCmd() *cobra.Command {
   timemachine job create --body job.json        # the API's JSON job object; "-" reads stdin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var j client.Job
 			if body != "" {
-				raw, err := readArg(body)
+				cl, ctx, done, err := cf.client()
 				if err != nil {
 					return err
 				}
-				if err := json.Unmarshal(raw, &j); err != nil {
-					return usageErr(fmt.Errorf("--body: not a JSON job object: %w", err))
+				defer done()
+				var out client.Job
+				withID := func(obj map[string]json.RawMessage) bool {
+					var id string
+					return json.Unmarshal(obj["id"], &id) == nil && id != ""
 				}
-			} else {
+				if err := sendBody(ctx, cl, http.MethodPost, "/v1/collections/"+pathEscape(coll)+"/jobs", body, withID, &out); err != nil {
+					return err
+				}
+				return cf.printer(cmd).object(out)
+			}
+			var j client.Job
+			{
 				j.ID, j.CallbackURL, j.Route, j.CallbackTimeout = id, url, route, timeout
 				switch {
 				case at != "" && delay != "":
@@ -112,7 +121,7 @@ func newJobCmd() *cobra.Command {
 	cf2.StringVar(&meta, "meta", "", "JSON echoed in the callback")
 	cf2.StringVar(&timeout, "callback-timeout", "", "callback timeout (Go duration)")
 	rp.register(create)
-	cf2.StringVar(&body, "body", "", "file with the JSON job object (or - for stdin); replaces the other flags")
+	cf2.StringVar(&body, "body", "", "file with the JSON job object (or - for stdin), sent to the API as it is; replaces the other flags")
 
 	get := &cobra.Command{
 		Use:   "get ID",

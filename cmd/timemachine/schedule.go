@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -32,13 +33,21 @@ func newScheduleCmd() *cobra.Command {
   timemachine schedule put daily-report --body schedule.json   # the API's JSON object; "-" reads stdin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sc := s
 			if body != "" {
-				sc = client.Schedule{}
-				if err := readJSONArg(body, &sc); err != nil {
+				cl, ctx, done, err := cf.client()
+				if err != nil {
 					return err
 				}
-			} else {
+				defer done()
+				var out client.Schedule
+				path := "/v1/collections/" + pathEscape(coll) + "/schedules/" + pathEscape(args[0])
+				if err := sendBody(ctx, cl, http.MethodPut, path, body, nil, &out); err != nil {
+					return err
+				}
+				return cf.printer(cmd).object(out)
+			}
+			sc := s
+			{
 				if (sc.Cron == "") == (sc.Every == "") {
 					return usageErr(fmt.Errorf("give exactly one of --cron (5 fields) and --every (a Go duration, at least 1s)"))
 				}
@@ -89,7 +98,7 @@ func newScheduleCmd() *cobra.Command {
 	f.StringVar(&endAt, "end-at", "", "last possible occurrence (unix ms or RFC 3339)")
 	f.BoolVar(&s.Paused, "paused", false, "create or replace it paused (no occurrences until put again without)")
 	rp.register(put)
-	f.StringVar(&body, "body", "", "file with the JSON schedule object (or - for stdin); replaces the other flags")
+	f.StringVar(&body, "body", "", "file with the JSON schedule object (or - for stdin), sent to the API as it is; replaces the other flags")
 
 	get := &cobra.Command{
 		Use:   "get ID",
