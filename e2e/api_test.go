@@ -416,6 +416,23 @@ func TestWritesFindExpiredJobsGone(t *testing.T) {
 		last = max(last, s.waitStatus(t, coll, id, "succeeded", 10*time.Second).FinishedAt)
 	}
 	last = max(last, s.waitStatus(t, coll, "dead", "failed", 10*time.Second).FinishedAt)
+	// An hourly schedule starting now fires once; that occurrence's status
+	// is the schedule's last_status until the occurrence expires too.
+	sched := "/v1/collections/" + coll + "/schedules/hourly"
+	mustStatus(t, "PUT schedule", s.Do(t, "PUT", sched, map[string]any{"every": "1h", "callback_url": rcv.URL + "/hook",
+		"start_at": time.Now().Add(200 * time.Millisecond).UnixMilli()}), http.StatusCreated)
+	var fired int64
+	if err := testutil.Poll(10*time.Second, func() error {
+		g := decodeJSON[map[string]any](t, "GET schedule", s.Do(t, "GET", sched, nil).Body)
+		if g["last_status"] != "succeeded" {
+			return fmt.Errorf("last_status %v", g["last_status"])
+		}
+		fired = int64(g["last_fire_at"].(float64))
+		return nil
+	}); err != nil {
+		t.Fatalf("the schedule's first occurrence: %v", err)
+	}
+	last = max(last, s.mustGetJob(t, coll, "hourly@"+strconv.FormatInt(fired, 10)).FinishedAt)
 	// Wait out the retention of every one of them (reads go first).
 	err := testutil.Poll(10*time.Second, func() error {
 		if time.Now().UnixMilli() <= last+2000 {
@@ -459,6 +476,9 @@ func TestWritesFindExpiredJobsGone(t *testing.T) {
 	}
 	if _, ok := s.getJob(t, coll, "dead"); ok {
 		t.Error("the expired dead letter is readable again after a redrive")
+	}
+	if g := decodeJSON[map[string]any](t, "GET schedule", s.Do(t, "GET", sched, nil).Body); g["last_status"] != "" {
+		t.Errorf("the schedule's last_status reads its expired occurrence: %v", g["last_status"])
 	}
 	// The re-created job is delivered as a job of its own.
 	s.waitStatus(t, coll, "again", "succeeded", 10*time.Second)

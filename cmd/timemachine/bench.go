@@ -52,13 +52,7 @@ how late (or early) each callback arrived.`,
   timemachine bench --schedules 10000 --duration 20s        # every-1s schedules: fires/s, lateness, duplicates`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch output {
-			case outputJSON:
-				asJSON = true
-			case outputTable:
-			default:
-				return usageErr(fmt.Errorf("-o %q: want table or json", output))
-			}
+			asJSON = asJSON || output == outputJSON // -o is checked for every command (checkFlags)
 			cfg.Addrs = splitList(addrs)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

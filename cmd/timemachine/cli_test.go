@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -419,5 +421,28 @@ func TestCLITokenNew(t *testing.T) {
 	}
 	if _, errs, code := runCLI(t, "token", "new", "--role", "admin", "-o", "yaml"); code != exitUsage || !strings.Contains(errs, "want table or json") {
 		t.Fatalf("-o yaml: exit %d, %q", code, errs)
+	}
+}
+
+// bench takes -o like the client commands; a format it does not know is
+// refused before anything runs.
+func TestBenchOutputFlag(t *testing.T) {
+	if _, err := runRoot(t, "bench", "-o", "yaml", "--addr", "127.0.0.1:1"); err == nil || !regexp.MustCompile(`"yaml": want table or json`).MatchString(err.Error()) {
+		t.Fatalf("bench -o yaml: %v", err)
+	}
+}
+
+// --body must hold one JSON object; anything else is a usage error before
+// any request (the address is a closed loopback port).
+func TestBodyMustBeAnObject(t *testing.T) {
+	for _, body := range []string{`[1]`, `null`, `{"a":`, ``} {
+		p := filepath.Join(t.TempDir(), "b.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, errs, code := runCLI(t, "job", "create", "--body", p, "--addr", "127.0.0.1:1")
+		if code != exitUsage || !strings.Contains(errs, "not a JSON object") {
+			t.Errorf("--body %q: exit %d, stderr %q", body, code, errs)
+		}
 	}
 }

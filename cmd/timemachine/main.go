@@ -231,16 +231,13 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch output {
-			case outputJSON:
+			if output == outputJSON { // -o is checked for every command (checkFlags)
 				return printJSON(cmd.OutOrStdout(), struct {
 					Version string `json:"version"`
 				}{buildVersion()})
-			case outputTable:
-				fmt.Fprintf(cmd.OutOrStdout(), "timemachine %s\n", buildVersion())
-				return nil
 			}
-			return usageErr(fmt.Errorf("-o %q: want table or json", output))
+			fmt.Fprintf(cmd.OutOrStdout(), "timemachine %s\n", buildVersion())
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", outputTable, `output format: table ("timemachine VERSION") or json ({"version"})`)

@@ -59,11 +59,3 @@ func TestVersionJSON(t *testing.T) {
 		t.Fatal("version -o yaml: no error")
 	}
 }
-
-// bench takes -o like the client commands; a format it does not know is
-// refused before anything runs.
-func TestBenchOutputFlag(t *testing.T) {
-	if _, err := runRoot(t, "bench", "-o", "yaml", "--addr", "127.0.0.1:1"); err == nil || !regexp.MustCompile(`"yaml": want table or json`).MatchString(err.Error()) {
-		t.Fatalf("bench -o yaml: %v", err)
-	}
-}
