@@ -1082,7 +1082,8 @@ func (r *Replica) maintain(ctx context.Context) {
 // is kept, counted from its create's stamp: longer than any re-send of
 // that create can come — the service resolves an unknown outcome for at
 // most its 10 s budget after the forward's 5 s — with room for clocks
-// that disagree.
+// that disagree. A finished job's record is kept at least as long after
+// it finished (removeExpired), for the same re-sends.
 const tombstoneKeep = 2 * time.Minute
 
 // dropTombstones removes, in one entry, the tombstones older than
@@ -1107,6 +1108,17 @@ func (r *Replica) metaCurrent() bool { return r.cfg.MetaCurrent == nil || r.cfg.
 
 // removeExpired deletes finished jobs past their collection's retention, a
 // bounded range per entry; not while the meta state is not current.
+//
+// A record stays on disk for at least tombstoneKeep after its job
+// finished, however short the retention (API.md allows 1 s): reads and
+// writes already treat it as gone (model.Collection.Expired), but a
+// re-send of the create that made it — the service resolving an unknown
+// outcome, up to ~15 s after the first send — must still find it, or it
+// makes the job again and the job fires twice. Deletes leave a tombstone
+// for those re-sends; this removal does not write one (a key per removed
+// job), so the record itself is what a re-send finds. A job finishes
+// after it is created, so every record removed here was created more
+// than tombstoneKeep ago.
 func (r *Replica) removeExpired(ctx context.Context) error {
 	if !r.metaCurrent() {
 		return nil
@@ -1116,7 +1128,7 @@ func (r *Replica) removeExpired(ctx context.Context) error {
 		if c.Deleting {
 			continue
 		}
-		before := c.RetainedFrom(now)
+		before := min(c.RetainedFrom(now), now-tombstoneKeep.Milliseconds())
 		for ctx.Err() == nil {
 			lower, upper := storage.FinishedBefore(r.slot, c.Name, before)
 			it, err := r.db.NewIter(lower, upper)

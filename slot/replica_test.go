@@ -306,6 +306,48 @@ func TestOldTombstonesAreDropped(t *testing.T) {
 	})
 }
 
+// A finished job past its collection's retention is removed from storage
+// only once it finished more than tombstoneKeep ago, however short the
+// retention: until then a re-send of the create that made it (the service
+// resolving an unknown outcome) must find the record, or it would make
+// the job again and fire it twice.
+func TestExpiredJobsStayForTheirCreatesResends(t *testing.T) {
+	ts := openTestSlot(t, t.TempDir(), newFakeDeliverer(), func(c *Config) { c.MaintenanceInterval = 20 * time.Millisecond })
+	defer ts.close(t)
+	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(&raftfsm.PutCollection{C: model.Collection{Name: "short", RetentionMs: 1000}, Now: 1})})
+	now := time.Now()
+	far := now.Add(time.Hour).UnixMilli()
+	for _, j := range []struct {
+		id                string
+		created, finished time.Duration // before now
+	}{
+		{"old", tombstoneKeep + 2*time.Minute, tombstoneKeep + time.Minute},
+		{"recent", 10 * time.Second, 5 * time.Second}, // past its 1 s retention, not past the keep
+	} {
+		spec := model.JobSpec{TriggerTime: far, CallbackURL: "http://127.0.0.1:1/hook", Hash: 1}
+		if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "short", ID: j.id, Spec: spec, Now: now.Add(-j.created).UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := ts.r.Propose(context.Background(), &raftfsm.Ack{Coll: "short", ID: j.id, Version: 1, Success: true, Attempts: 1, Now: now.Add(-j.finished).UnixMilli()})
+		if err != nil || res[0].Code != model.CodeOK {
+			t.Fatalf("finish %s: %v %v", j.id, res, err)
+		}
+	}
+	stored := func(id string) bool {
+		_, ok, err := ts.db.Get(storage.RecordKey(nil, 0, "short", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	testutil.Eventually(t, 10*time.Second, "the old job removed", testutil.True(func() bool { return !stored("old") }))
+	passes := ts.r.maintPasses.Load()
+	testutil.Eventually(t, 10*time.Second, "three more upkeep passes", testutil.True(func() bool { return ts.r.maintPasses.Load() >= passes+3 }))
+	if !stored("recent") {
+		t.Fatal("a job that finished 5 s ago was removed: a re-send of its create would make it again")
+	}
+}
+
 // An idle leader writes no offset advance: not on a fresh slot (raft's
 // own entries do not count), and not again once an advance followed the
 // last change (a job fired and acknowledged), however many upkeep passes
