@@ -434,7 +434,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 		return nil, err
 	}
 	if id == c.cfg.NodeID && len(st.Nodes) == 1 {
-		return nil, model.Invalid("node %q is the only node of the cluster and cannot be removed", id)
+		return nil, model.Conflict("node %q is the only node of the cluster and holds every replica: it cannot be removed", id)
 	}
 	vctx, cancel := context.WithTimeout(ctx, adminViewTimeout)
 	view := c.RefreshView(vctx)

@@ -38,6 +38,15 @@ var junkMarkers = []string{
 	"Encryption is configured but remote state is not encrypted",
 }
 
+// isShutdownLine reports a line memberlist writes when a send or a read
+// meets its own socket already closed: that happens only while this node
+// stops (a probe or gossip round racing Shutdown), so a clean SIGTERM
+// would otherwise end with an ERROR ("Failed to send UDP ping: … use of
+// closed network connection").
+func isShutdownLine(line string) bool {
+	return strings.Contains(line, "memberlist:") && strings.Contains(line, "use of closed network connection")
+}
+
 func isJunkLine(line string) bool {
 	if !strings.Contains(line, "memberlist:") {
 		return false
@@ -63,6 +72,10 @@ func (w *gossipLogWriter) Write(p []byte) (int, error) {
 	}
 	if i := strings.Index(line, "] "); i >= 0 && i < 12 {
 		line = line[i+2:]
+	}
+	if lvl >= slog.LevelWarn && isShutdownLine(line) {
+		w.log.Debug(line)
+		return len(p), nil
 	}
 	if lvl >= slog.LevelWarn && isJunkLine(line) {
 		w.log.Debug(line)

@@ -891,6 +891,18 @@ func TestOpsTransferHoldsAndHandOffUnderLoad(t *testing.T) {
 	ld.finish(60 * time.Second)
 }
 
+// The only node of a cluster holds every replica, so removing it is
+// refused as for any node that holds replicas: 409 conflict (API.md §5),
+// not 400 — the request is well formed; the cluster's state forbids it.
+func TestOpsRemoveOnlyNodeConflicts(t *testing.T) {
+	tc := startCluster(t, 1, nil)
+	for _, force := range []bool{false, true} {
+		if _, err := tc.nodes[0].svc.RemoveNode(opCtx(tc.t), "n1", force); !isKind(err, model.KindConflict) {
+			t.Fatalf("remove the only node (force %v): %v, want conflict", force, err)
+		}
+	}
+}
+
 // admin remove refuses a node that holds replicas (409) and --force on a
 // node that answers; a dead node removed with force has its replicas
 // re-created elsewhere, disappears from /v1/cluster, and comes back only
