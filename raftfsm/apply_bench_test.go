@@ -1,6 +1,7 @@
 package raftfsm
 
 import (
+	"os"
 	"math"
 	"strconv"
 	"syscall"
@@ -172,7 +173,8 @@ func BenchmarkFireAndAck(b *testing.B) {
 // its results).
 func benchSlot(b *testing.B, cacheBytes int64) (*storage.DB, *SlotFSM, func(cmds ...Command) []model.Result) {
 	b.Helper()
-	db, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: cacheBytes})
+	mt, _ := strconv.Atoi(os.Getenv("TM_MEMTABLE_MB"))
+	db, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: cacheBytes, MemTableBytes: uint64(mt) << 20})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -145,3 +145,42 @@ func TestVerifyLeaderByConfirmation(t *testing.T) {
 	}
 	t.Logf("failed after %v", time.Since(start).Round(time.Millisecond))
 }
+
+// A leader that steps down on its own (check-quorum: its followers went
+// deaf for longer than the lease) knows no leader afterwards, while its
+// followers still name it and their heartbeat timeouts are far off: the
+// group would wait for those (10–20 s here) with every replica alive.
+// watchLeaderless makes the replica that stopped leading campaign once
+// leaderlessAfter has passed; its followers grant it, since they still
+// name it.
+func TestLeaderThatSteppedDownIsElectedAgainSoon(t *testing.T) {
+	timing := Timing{HeartbeatTimeout: 10 * time.Second, ElectionTimeout: 10 * time.Second, LeaderLeaseTimeout: time.Second}
+	dirs, addrs := replicaPlaces(t, 3)
+	trans := map[string]*deafTransport{}
+	base := Config{Name: "slot-0", Timing: timing}
+	var next atomic.Int32
+	base.WrapTransport = func(nt *raft.NetworkTransport) raft.Transport {
+		tr := newDeafTransport(nt)
+		trans["n"+string(rune('1'+next.Add(1)-1))] = tr
+		return tr
+	}
+	gs, servers := openReplicas(t, base, dirs, addrs)
+	for _, g := range gs {
+		if err := g.Bootstrap(servers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitOneLeader(t, gs, 3*time.Second)
+	leader, followers := splitLeader(gs)
+	for _, f := range followers {
+		trans[f.cfg.NodeID].deaf.Store(true)
+	}
+	testutil.Eventually(t, 5*time.Second, "the leader steps down", testutil.True(func() bool { return !leader.IsLeader() }))
+	for _, f := range followers {
+		if id, _ := f.Leader(); id != leader.cfg.NodeID {
+			t.Fatalf("follower %s names %q, not the leader that stepped down", f.cfg.NodeID, id)
+		}
+		trans[f.cfg.NodeID].deaf.Store(false)
+	}
+	awaitOneLeader(t, gs, leaderlessAfter+3*time.Second)
+}

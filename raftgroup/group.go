@@ -778,6 +778,7 @@ func (g *Group) watchLeadership() {
 			stop()
 			g.readTerm.Store(0)
 			if !leader {
+				g.watchLeaderless()
 				continue
 			}
 			if g.gate != nil {
@@ -787,6 +788,7 @@ func (g *Group) watchLeadership() {
 			}
 			term := g.raft.CurrentTerm()
 			if !g.barrier() {
+				g.watchLeaderless()
 				continue
 			}
 			g.readTerm.Store(term)
@@ -801,6 +803,39 @@ func (g *Group) watchLeadership() {
 			}()
 		}
 	}
+}
+
+// leaderlessAfter is how long a replica that stopped leading waits to
+// hear of another leader before it hurries an election (watchLeaderless).
+const leaderlessAfter = time.Second
+
+// watchLeaderless hurries an election when, leaderlessAfter after this
+// replica stopped leading, it is a follower that knows no leader.
+//
+// A leader that steps down on its own (check-quorum: no majority answered
+// for the lease, say while a follower was paused and the other slow)
+// knows no leader afterwards, and its followers, whose heartbeat
+// timeouts are 5–10 s away (slots), still name it: nobody campaigns
+// until one of those timers fires, and the node's liveness check, which
+// hurries elections after a leader dies, sees every node alive. In the
+// nemesis (seed 1593762907438405713, cycle 31) a slot went 10 s without
+// a leader that way. The hurry here lowers this replica's heartbeat
+// timeout to the lease, so it campaigns as soon as it has been silent
+// that long (at once, for a replica that was leading); pre-vote stays
+// on, and the followers grant it, since they still name it — or refuse
+// it, if they follow a new leader meanwhile (a transfer), which this
+// replica then hears of and the hurry ends.
+func (g *Group) watchLeaderless() {
+	time.AfterFunc(leaderlessAfter, func() {
+		if g.raft.State() != raft.Follower {
+			return
+		}
+		if id, _ := g.Leader(); id != "" || !g.claimHurry("(leaderless)") {
+			return
+		}
+		g.cfg.Logger.Info("no leader since this replica stopped leading: electing one now", "group", g.cfg.Name, "after", leaderlessAfter)
+		go g.hurry("", 0, nil)
+	})
 }
 
 // barrier retries until it succeeds, leadership is lost, or the group
