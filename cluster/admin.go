@@ -169,7 +169,55 @@ func (c *Cluster) Ready() error {
 // Rebalance computes the fewest replica moves that make replica and leader
 // counts even and, unless dryRun, commits them as the new placement (the
 // slot leaders then carry them out one membership step at a time).
+//
+// The placement it commits must not have changed since it was planned
+// (each slot's epoch is checked in the meta group); when it has — the
+// controller placed a node that had just joined, a move took its next
+// step — the plan is made again from the new placement, a few times,
+// rather than handing the operator a 409 for a race they cannot see (the
+// nemesis, seed 1593762907438405713, cycle 25: a rebalance right after a
+// join).
 func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, error) {
+	return retryStale(ctx, rebalanceAttempts, rebalanceRetryWait, func() ([]model.Move, error) {
+		return c.rebalanceOnce(ctx, dryRun)
+	})
+}
+
+// rebalanceAttempts and rebalanceRetryWait bound Rebalance's re-plans: the
+// n-th waits n × rebalanceRetryWait first, time for the meta state that
+// made the plan stale to reach this node's copy.
+const (
+	rebalanceAttempts  = 5
+	rebalanceRetryWait = 100 * time.Millisecond
+)
+
+// errPlanStale: the placement changed between planning and committing.
+var errPlanStale = errors.New("the placement changed while the rebalance was planned")
+
+// retryStale runs once until it returns anything but errPlanStale, at most
+// attempts times, waiting n × wait before the n-th repeat; a plan still
+// stale after the last is a conflict the caller may retry.
+func retryStale[T any](ctx context.Context, attempts int, wait time.Duration, once func() (T, error)) (T, error) {
+	for n := 1; ; n++ {
+		v, err := once()
+		if !errors.Is(err, errPlanStale) {
+			return v, err
+		}
+		if n == attempts {
+			var zero T
+			return zero, model.Conflict("%v, %d times in a row (moves are under way); run it again", errPlanStale, n)
+		}
+		select {
+		case <-ctx.Done():
+			var zero T
+			return zero, model.Conflict("%v, and the request ended before it could be planned again (%v); run it again", errPlanStale, ctx.Err())
+		case <-time.After(time.Duration(n) * wait):
+		}
+	}
+}
+
+// rebalanceOnce is one plan and, unless dryRun, its commit.
+func (c *Cluster) rebalanceOnce(ctx context.Context, dryRun bool) ([]model.Move, error) {
 	st := c.cfg.Meta.State()
 	if !st.Formed() {
 		return nil, model.Unavailable(retrySoon, "the cluster has not formed yet")
@@ -239,7 +287,7 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 			return nil, err
 		}
 		if res[0].Code == model.CodeStale {
-			return nil, model.Conflict("the placement changed while the rebalance was planned; run it again")
+			return nil, errPlanStale
 		}
 	}
 	return moves, nil
