@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -106,6 +107,11 @@ func loadSecurity(c *Config, log *slog.Logger) (*security, error) {
 	}
 	if s.egress, err = webhook.NewPolicy(deny, c.CallbackAllow); err != nil {
 		return nil, err
+	}
+	if s.egress.Reaches(webhook.MetadataAddr) {
+		// Only an operator's list can get here: the default denies it.
+		log.Warn("callbacks may reach the cloud metadata service: --callback-deny replaces its default list, and the one given does not cover "+webhook.MetadataAddr.String()+"; add 169.254.0.0/16 back unless this is intended (docs/threat-model.md)",
+			"callback_deny", strings.Join(deny, ","), "callback_allow", strings.Join(c.CallbackAllow, ","))
 	}
 	if c.SecretsKeyFile != "" {
 		if s.secrets, err = secrets.OpenFile(c.SecretsKeyFile); err != nil {

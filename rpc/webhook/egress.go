@@ -142,6 +142,19 @@ func (p *Policy) SetResolver(r Resolver) { p.resolver = r }
 // called while callbacks are sent (the cluster's membership changes).
 func (p *Policy) SetInternal(f func(netip.AddrPort) bool) { p.internal.Store(&f) }
 
+// MetadataAddr is the cloud metadata services' address (AWS, GCP, Azure),
+// the most valuable target of a callback URL turned against its server.
+var MetadataAddr = netip.MustParseAddr("169.254.169.254")
+
+// Reaches reports whether the deny and allow lists let a callback reach a
+// (the cluster's own addresses aside): the server warns at start when an
+// operator's --callback-deny, which replaces the default list, no longer
+// keeps MetadataAddr out.
+func (p *Policy) Reaches(a netip.Addr) bool {
+	var e *RefusedError
+	return !errors.As(p.check("", a, 80), &e)
+}
+
 // Refused counts the callback attempts the policy refused.
 func (p *Policy) Refused() uint64 { return p.refused.Load() }
 

@@ -258,3 +258,31 @@ func TestRedirectToDeniedTargetNotFollowed(t *testing.T) {
 		t.Fatalf("requests: %v", hosts)
 	}
 }
+
+// Reaches answers for the deny and allow lists as an attempt's check
+// would: the server warns at start when an operator's --callback-deny
+// lets callbacks reach the metadata address.
+func TestReachesMetadata(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		deny, allow []string
+		reaches     bool
+	}{
+		{"the default list", DefaultDeny, nil, false},
+		{"a list that replaced it", []string{"10.0.0.0/8"}, nil, true},
+		{"an empty list", []string{}, nil, true},
+		{"the default plus more", append(append([]string{}, DefaultDeny...), "10.0.0.0/8"), nil, false},
+		{"an allow list without it", []string{"10.0.0.0/8"}, []string{"192.168.0.0/16"}, false},
+		{"an allow list with it", []string{"10.0.0.0/8"}, []string{"169.254.0.0/16"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := NewPolicy(c.deny, c.allow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Reaches(MetadataAddr); got != c.reaches {
+				t.Errorf("Reaches(%v) = %v, want %v", MetadataAddr, got, c.reaches)
+			}
+		})
+	}
+}
