@@ -821,7 +821,8 @@ const leaderlessAfter = time.Second
 // nemesis (seed 1593762907438405713, cycle 31) a slot went 10 s without
 // a leader that way. The hurry here lowers this replica's heartbeat
 // timeout to the lease, so it campaigns as soon as it has been silent
-// that long (at once, for a replica that was leading); pre-vote stays
+// that long (raft counts from the step-down: a lease after it, 2.5 s for
+// a slot); pre-vote stays
 // on, and the followers grant it, since they still name it — or refuse
 // it, if they follow a new leader meanwhile (a transfer), which this
 // replica then hears of and the hurry ends.
