@@ -1,7 +1,6 @@
 package raftfsm
 
 import (
-	"os"
 	"math"
 	"strconv"
 	"syscall"
@@ -173,8 +172,7 @@ func BenchmarkFireAndAck(b *testing.B) {
 // its results).
 func benchSlot(b *testing.B, cacheBytes int64) (*storage.DB, *SlotFSM, func(cmds ...Command) []model.Result) {
 	b.Helper()
-	mt, _ := strconv.Atoi(os.Getenv("TM_MEMTABLE_MB"))
-	db, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: cacheBytes, MemTableBytes: uint64(mt) << 20})
+	db, err := storage.Open(b.TempDir(), storage.Options{CacheBytes: cacheBytes})
 	if err != nil {
 		b.Fatal(err)
 	}
