@@ -502,16 +502,32 @@ func staleSender(faults []history.Fault, ds []history.Delivery, cbt int64) strin
 // acknowledged at ack: the callback started at most a callback timeout
 // before the fault began, and the acknowledgement came after it began,
 // from the sender's successor. "" when there is none.
+//
+// Packet loss or delay on the sender's links counts too, for a callback
+// sent while it lasted: the others' liveness checks can find the sender
+// dead under it and elect a successor while the sender still holds its
+// own lease (its pings answered, theirs lost: seed 3945754073149428009,
+// cycle 7, 27 % loss — a TimeoutNow election 1 ms before the old leader's
+// callback left, and the DELETE's 204 from the new leader while it was
+// in flight). The contract allows what a failover leaves in flight; the
+// duplicates check already counts these faults' windows.
 func isolatedSender(faults []history.Fault, d history.Delivery, ack, cbt int64) string {
 	if d.From == "" {
 		return ""
 	}
 	for _, f := range faults {
-		if f.Planned || !f.Isolates || !slices.Contains(f.Targets, d.From) {
+		if f.Planned || !slices.Contains(f.Targets, d.From) {
 			continue
 		}
-		if d.Recv.Mono >= f.Start.Mono-cbt && d.Recv.Mono <= f.End.Mono && ack >= f.Start.Mono {
-			return fmt.Sprintf("sent by %s as its %s began at %.3fs", d.From, f.Kind, sec(f.Start.Mono))
+		switch {
+		case f.Isolates:
+			if d.Recv.Mono >= f.Start.Mono-cbt && d.Recv.Mono <= f.End.Mono && ack >= f.Start.Mono {
+				return fmt.Sprintf("sent by %s as its %s began at %.3fs", d.From, f.Kind, sec(f.Start.Mono))
+			}
+		case f.Kind == "loss" || f.Kind == "delay":
+			if d.Recv.Mono >= f.Start.Mono && d.Recv.Mono <= f.End.Mono {
+				return fmt.Sprintf("sent by %s during the %s on its links from %.3fs", d.From, f.Kind, sec(f.Start.Mono))
+			}
 		}
 	}
 	return ""

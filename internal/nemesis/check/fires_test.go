@@ -271,6 +271,27 @@ func TestFiresInFlightAtAFailover(t *testing.T) {
 	if res := build("n2", true); len(res.InFlightAtAck) != 1 {
 		t.Fatalf("a sender the fault did not cut off: %+v", res)
 	}
+
+	// Packet loss on the sender's links, the callback sent while it
+	// lasted: the others may have found the sender dead and failed over
+	// (seed 3945754073149428009, cycle 7). Loss on other links, or a
+	// callback sent after the loss ended, stays a violation.
+	lossy := func(targets []string, end int64) FireResult {
+		b := newFB().create("a", 0, 10, 1000).
+			deliver("a", 1000, 1, 1001, 3000, "slow-200").write(history.Delete, "a", 1500, 2000, 0, 204, history.OK)
+		b.h.Deliveries[0].From = "n3"
+		b.h.Faults = append(b.h.Faults, history.Fault{ID: 1, Kind: "loss", Targets: targets, Start: ms(500), End: ms(end)})
+		return b.check()
+	}
+	if res := lossy([]string{"n1", "n2", "n3"}, 4000); len(res.InFlightAtFailover) != 1 || res.Violations() != 0 {
+		t.Fatalf("loss on the sender's links: %+v", res)
+	}
+	if res := lossy([]string{"n1", "n2"}, 4000); len(res.InFlightAtAck) != 1 {
+		t.Fatalf("loss on other links: %+v", res)
+	}
+	if res := lossy([]string{"n1", "n2", "n3"}, 900); len(res.InFlightAtAck) != 1 {
+		t.Fatalf("a callback sent after the loss: %+v", res)
+	}
 }
 
 // An attempt due during a planned move whose sender is killed by the next
