@@ -217,8 +217,17 @@ func retryStale[T any](ctx context.Context, attempts int, wait time.Duration, on
 }
 
 // rebalanceOnce is one plan and, unless dryRun, its commit.
+//
+// It plans from the meta state as the meta leader has it, not from this
+// node's copy, which may lag: a rebalance through a node that had not yet
+// applied a join planned nothing onto the new node, answered as if all
+// was well, and the node stayed empty (the nemesis, seed
+// 5945297374101737080, cycle 68: "no replica on n8" 90 s later).
 func (c *Cluster) rebalanceOnce(ctx context.Context, dryRun bool) ([]model.Move, error) {
-	st := c.cfg.Meta.State()
+	st, err := c.cfg.Forward.CatchUpMeta(ctx)
+	if err != nil {
+		return nil, model.Unavailable(retrySoon, "the rebalance needs the cluster's current placement and could not read it (%v); retry", err)
+	}
 	if !st.Formed() {
 		return nil, model.Unavailable(retrySoon, "the cluster has not formed yet")
 	}
@@ -473,7 +482,13 @@ const adminViewTimeout = 3 * time.Second
 // is for a dead node (not answering): its replicas are dropped from the
 // targets and re-created on other nodes.
 func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model.RemoveResult, error) {
-	st := c.cfg.Meta.State()
+	// What the node is targeted for must be read as the meta leader has
+	// it (see rebalanceOnce): a copy that lags could miss a move planned
+	// onto it a moment ago.
+	st, err := c.cfg.Forward.CatchUpMeta(ctx)
+	if err != nil {
+		return nil, model.Unavailable(retrySoon, "removing a node needs the cluster's current placement and could not read it (%v); retry", err)
+	}
 	nd, err := c.knownNode(id)
 	if err != nil {
 		if _, gone := st.Tombstone(id); gone {
