@@ -191,6 +191,18 @@ const (
 	rebalanceRetryWait = 100 * time.Millisecond
 )
 
+// catchUpForAdmin brings this node's copy of the meta state up to the
+// meta leader's commit index before an admin operation reads it (the
+// node table, the placement): a lagging copy planned a rebalance without
+// a node that had just joined (rebalanceOnce). what names the operation
+// in the 503.
+func (c *Cluster) catchUpForAdmin(ctx context.Context, what string) error {
+	if _, err := c.cfg.Forward.CatchUpMeta(ctx); err != nil {
+		return model.Unavailable(retrySoon, "%s needs the cluster's current configuration and could not read it (%v); retry", what, err)
+	}
+	return nil
+}
+
 // errPlanStale: the placement changed between planning and committing.
 var errPlanStale = errors.New("the placement changed while the rebalance was planned")
 
@@ -224,10 +236,10 @@ func retryStale[T any](ctx context.Context, attempts int, wait time.Duration, on
 // was well, and the node stayed empty (the nemesis, seed
 // 5945297374101737080, cycle 68: "no replica on n8" 90 s later).
 func (c *Cluster) rebalanceOnce(ctx context.Context, dryRun bool) ([]model.Move, error) {
-	st, err := c.cfg.Forward.CatchUpMeta(ctx)
-	if err != nil {
-		return nil, model.Unavailable(retrySoon, "the rebalance needs the cluster's current placement and could not read it (%v); retry", err)
+	if err := c.catchUpForAdmin(ctx, "the rebalance"); err != nil {
+		return nil, err
 	}
+	st := c.cfg.Meta.State()
 	if !st.Formed() {
 		return nil, model.Unavailable(retrySoon, "the cluster has not formed yet")
 	}
@@ -379,6 +391,9 @@ func (c *Cluster) TransferSlot(ctx context.Context, s int, to string) (*model.Tr
 	if count := c.SlotCount(); s < 0 || s >= count {
 		return nil, model.NotFound("slot %d does not exist (slots are 0..%d)", s, count-1)
 	}
+	if err := c.catchUpForAdmin(ctx, "a transfer"); err != nil {
+		return nil, err
+	}
 	nd, err := c.knownNode(to)
 	if err != nil {
 		return nil, err
@@ -441,6 +456,11 @@ func (c *Cluster) TransferSlot(ctx context.Context, s int, to string) (*model.Tr
 // group until it holds and leads nothing. Draining a draining node changes
 // nothing. The answer says what it holds now.
 func (c *Cluster) DrainNode(ctx context.Context, id string) (*model.DrainResult, error) {
+	// The node's record is written back with its new status: it must be
+	// the current one, not a lagging copy's.
+	if err := c.catchUpForAdmin(ctx, "a drain"); err != nil {
+		return nil, err
+	}
 	nd, err := c.knownNode(id)
 	if err != nil {
 		return nil, err
@@ -485,10 +505,10 @@ func (c *Cluster) RemoveNode(ctx context.Context, id string, force bool) (*model
 	// What the node is targeted for must be read as the meta leader has
 	// it (see rebalanceOnce): a copy that lags could miss a move planned
 	// onto it a moment ago.
-	st, err := c.cfg.Forward.CatchUpMeta(ctx)
-	if err != nil {
-		return nil, model.Unavailable(retrySoon, "removing a node needs the cluster's current placement and could not read it (%v); retry", err)
+	if err := c.catchUpForAdmin(ctx, "removing a node"); err != nil {
+		return nil, err
 	}
+	st := c.cfg.Meta.State()
 	nd, err := c.knownNode(id)
 	if err != nil {
 		if _, gone := st.Tombstone(id); gone {
