@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/timemachine-db/timemachine/internal/nemesis/check"
@@ -109,6 +110,11 @@ func Run(ctx context.Context, cfg Config) (check.Report, error) {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return check.Report{}, err
 	}
+	unlock, err := lockOut(cfg.Out)
+	if err != nil {
+		return check.Report{}, err
+	}
+	defer unlock()
 	logF, err := os.Create(filepath.Join(cfg.Out, "runner.log"))
 	if err != nil {
 		return check.Report{}, err
@@ -335,6 +341,23 @@ func hasKind(ks []fault.Kind, k fault.Kind) bool {
 		}
 	}
 	return false
+}
+
+// lockOut takes the run directory for this run alone (flock on
+// out/.lock): two runs in one directory start nodes on the same data
+// directories and delete each other's, and the history they leave is
+// neither's (it happened: a run started twice by accident looked like a
+// cluster that lost two nodes' data in a kill-all).
+func lockOut(out string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(out, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("another nemesis run is using %s (%w): wait for it or choose another -out", out, err)
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // teardown stops the processes, removes the namespaces and closes the
