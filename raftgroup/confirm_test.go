@@ -83,13 +83,13 @@ func (t *deafTransport) Confirm(id raft.ServerID, target raft.ServerAddress, arg
 	return t.AppendEntries(id, target, args, resp)
 }
 
-// VerifyLeader's own round (over a transport that confirms): the leader
-// is confirmed; a leader deposed by an election it did not hear of fails
-// it and steps down; a leader whose followers are gone fails it at once.
-func TestVerifyLeaderByConfirmation(t *testing.T) {
+// openDeafTrio starts a bootstrapped three-voter group whose transports
+// can be made deaf, by node id, and waits for a leader all three follow.
+func openDeafTrio(t *testing.T, timing Timing) ([]*Group, map[string]*deafTransport) {
+	t.Helper()
 	dirs, addrs := replicaPlaces(t, 3)
 	trans := map[string]*deafTransport{}
-	base := Config{Name: "slot-0", Timing: slowTiming}
+	base := Config{Name: "slot-0", Timing: timing}
 	var next atomic.Int32
 	base.WrapTransport = func(nt *raft.NetworkTransport) raft.Transport {
 		tr := newDeafTransport(nt)
@@ -103,6 +103,14 @@ func TestVerifyLeaderByConfirmation(t *testing.T) {
 		}
 	}
 	awaitOneLeader(t, gs, 3*time.Second)
+	return gs, trans
+}
+
+// VerifyLeader's own round (over a transport that confirms): the leader
+// is confirmed; a leader deposed by an election it did not hear of fails
+// it and steps down; a leader whose followers are gone fails it at once.
+func TestVerifyLeaderByConfirmation(t *testing.T) {
+	gs, trans := openDeafTrio(t, slowTiming)
 	leader, followers := splitLeader(gs)
 	lt := trans[leader.cfg.NodeID]
 	if err := leader.VerifyLeader(); err != nil {
@@ -154,23 +162,7 @@ func TestVerifyLeaderByConfirmation(t *testing.T) {
 // leaderlessAfter has passed; its followers grant it, since they still
 // name it.
 func TestLeaderThatSteppedDownIsElectedAgainSoon(t *testing.T) {
-	timing := Timing{HeartbeatTimeout: 10 * time.Second, ElectionTimeout: 10 * time.Second, LeaderLeaseTimeout: time.Second}
-	dirs, addrs := replicaPlaces(t, 3)
-	trans := map[string]*deafTransport{}
-	base := Config{Name: "slot-0", Timing: timing}
-	var next atomic.Int32
-	base.WrapTransport = func(nt *raft.NetworkTransport) raft.Transport {
-		tr := newDeafTransport(nt)
-		trans["n"+string(rune('1'+next.Add(1)-1))] = tr
-		return tr
-	}
-	gs, servers := openReplicas(t, base, dirs, addrs)
-	for _, g := range gs {
-		if err := g.Bootstrap(servers); err != nil {
-			t.Fatal(err)
-		}
-	}
-	awaitOneLeader(t, gs, 3*time.Second)
+	gs, trans := openDeafTrio(t, Timing{HeartbeatTimeout: 10 * time.Second, ElectionTimeout: 10 * time.Second, LeaderLeaseTimeout: time.Second})
 	leader, followers := splitLeader(gs)
 	for _, f := range followers {
 		trans[f.cfg.NodeID].deaf.Store(true)
