@@ -184,8 +184,8 @@ func (c *Cluster) Rebalance(ctx context.Context, dryRun bool) ([]model.Move, err
 }
 
 // rebalanceAttempts and rebalanceRetryWait bound Rebalance's re-plans: the
-// n-th waits n × rebalanceRetryWait first, time for the meta state that
-// made the plan stale to reach this node's copy.
+// n-th waits n × rebalanceRetryWait first (each attempt catches up with
+// the meta leader itself), time for a move under way to take its step.
 const (
 	rebalanceAttempts  = 5
 	rebalanceRetryWait = 100 * time.Millisecond

@@ -42,9 +42,10 @@ func (c *Collection) RetainedFrom(now int64) int64 { return now - c.EffectiveRet
 
 // Expired reports whether j, a job of this collection, is finished and
 // past the retention at now. API.md §3: such a job has disappeared. The
-// slot leader's upkeep removes it on its next pass (every 30 s by
-// default); until then reads answer as if it were gone and writes remove
-// it first, at this same bound.
+// slot leader's upkeep removes it on a pass (every 30 s by default), no
+// sooner than 2 minutes after it finished (slot removeExpired: a re-send
+// of its create must still find it); until then reads answer as if it
+// were gone and writes remove it first, at this same bound.
 func (c *Collection) Expired(j *Job, now int64) bool {
 	return j.Status.Finished() && j.FinishedAt > 0 && j.FinishedAt < c.RetainedFrom(now)
 }

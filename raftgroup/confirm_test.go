@@ -176,3 +176,29 @@ func TestLeaderThatSteppedDownIsElectedAgainSoon(t *testing.T) {
 	}
 	awaitOneLeader(t, gs, leaderlessAfter+3*time.Second)
 }
+
+// After a planned transfer the replica that stopped leading hears of the
+// new leader well within leaderlessAfter: watchLeaderless starts no
+// hurried election, and the new leader stays.
+func TestTransferStartsNoLeaderlessElection(t *testing.T) {
+	gs, _ := openDeafTrio(t, slowTiming)
+	leader, _ := splitLeader(gs)
+	leader.LeaveLeadership(5 * time.Second)
+	testutil.Eventually(t, 5*time.Second, "the leadership moved", testutil.True(func() bool {
+		id, _ := leader.Leader()
+		return !leader.IsLeader() && id != "" && id != leader.cfg.NodeID
+	}))
+	moved, _ := leader.Leader()
+	time.Sleep(leaderlessAfter + 500*time.Millisecond) // the watch's whole window: nothing may happen in it
+	leader.hurryMu.Lock()
+	hurried := leader.hurried
+	leader.hurryMu.Unlock()
+	if hurried != "" {
+		t.Fatalf("the replica that handed its leadership over hurried an election (%q)", hurried)
+	}
+	for _, g := range gs {
+		if id, _ := g.Leader(); id != moved {
+			t.Fatalf("%s follows %q, want %q", g.cfg.NodeID, id, moved)
+		}
+	}
+}

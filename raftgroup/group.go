@@ -818,14 +818,14 @@ const leaderlessAfter = time.Second
 // timeouts are 5–10 s away (slots), still name it: nobody campaigns
 // until one of those timers fires, and the node's liveness check, which
 // hurries elections after a leader dies, sees every node alive. In the
-// nemesis (seed 1593762907438405713, cycle 31) a slot went 10 s without
-// a leader that way. The hurry here lowers this replica's heartbeat
-// timeout to the lease, so it campaigns as soon as it has been silent
-// that long (raft counts from the step-down: a lease after it, 2.5 s for
-// a slot); pre-vote stays
-// on, and the followers grant it, since they still name it — or refuse
-// it, if they follow a new leader meanwhile (a transfer), which this
-// replica then hears of and the hurry ends.
+// nemesis (seed 1593762907438405713, cycle 31) a slot went about 6 s
+// without a leader that way, its jobs up to 10.5 s late. The hurry here
+// lowers this replica's heartbeat timeout to the lease, so it campaigns
+// as soon as it has been silent that long (raft counts from the
+// step-down: a lease after it, 2.5 s for a slot); pre-vote stays on, and
+// the followers grant it, since they still name it. After a planned
+// transfer this replica knows the new leader by then and does nothing
+// (TestTransferStartsNoLeaderlessElection).
 func (g *Group) watchLeaderless() {
 	time.AfterFunc(leaderlessAfter, func() {
 		if g.raft.State() != raft.Follower {
