@@ -49,7 +49,14 @@ func TestConfirmRoundsShareOnlyALaterRound(t *testing.T) {
 	if n := runs.Load(); n < 2 || n > 3 {
 		t.Fatalf("%d rounds for three callers, two of them arriving during the first", n)
 	}
-	// Nothing running now: the next caller starts a round of its own.
+	// Once the last round has wound down (it clears running after its
+	// callers return), the next caller starts a round of its own, with its
+	// own function.
+	testutil.Eventually(t, 5*time.Second, "the rounds wound down", testutil.True(func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.running
+	}))
 	if err := c.do(func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
