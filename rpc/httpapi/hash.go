@@ -11,9 +11,12 @@ import (
 
 // HashSpec computes JobSpec.Hash: what identifies a job's spec as the user
 // gave it, so that a retried POST is recognised (200, same job) and a
-// different one is not (409). triggerAsGiven is the trigger exactly as the
-// user wrote it ("1767225600000", "2026-01-01T00:00:00Z" or "delay:90s"),
-// so a retried POST with a relative delay hashes the same.
+// different one is not (409). triggerAsGiven is the trigger as the user
+// gave it: an absolute time as its unix milliseconds in decimal
+// ("1767225600000", whether it came as a number or as RFC 3339 text), a
+// relative one as written ("delay:90s"), so a retried POST with a relative
+// delay hashes the same. (Before 2026-11-27 an RFC 3339 time was hashed as
+// its text: a retry straddling that upgrade answers 409.)
 //
 // The hash is stored with every job (SpecHash), so its input encoding is
 // frozen: length-prefixed strings and bytes, varints, the multiplier as

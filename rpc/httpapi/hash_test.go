@@ -26,3 +26,41 @@ func TestHashSpecIsFrozen(t *testing.T) {
 		}
 	}
 }
+
+// A retried POST may re-encode its body: the same instant written as
+// milliseconds or as RFC 3339 with any offset is the same spec (API.md §3:
+// "the same spec again answers 200"); another instant, or a delay, is not.
+func TestSpecHashOfTheSameInstant(t *testing.T) {
+	s := newTestServer(&fakeBackend{})
+	hash := func(trigger string) uint64 {
+		t.Helper()
+		o, jerr := parseObject([]byte(`{"id":"j","callback_url":"http://127.0.0.1:9/","` + trigger + `}`))
+		if jerr != nil {
+			t.Fatalf("%s: %v", trigger, jerr)
+		}
+		_, spec, e := s.parser("c").parse(o, "")
+		if e != nil {
+			t.Fatalf("%s: %v", trigger, e)
+		}
+		return spec.Hash
+	}
+	base := hash(`trigger_time":1893456000000`)
+	for _, same := range []string{
+		`trigger_time":"2030-01-01T00:00:00Z"`,
+		`trigger_time":"2030-01-01T01:00:00+01:00"`,
+		`trigger_time":"2030-01-01T00:00:00.000Z"`,
+	} {
+		if h := hash(same); h != base {
+			t.Errorf("%s hashes %#x, %#x as milliseconds", same, h, base)
+		}
+	}
+	for _, other := range []string{
+		`trigger_time":1893456000001`,
+		`trigger_time":"2030-01-01T00:00:00.001Z"`,
+		`delay":"1h"`,
+	} {
+		if h := hash(other); h == base {
+			t.Errorf("%s hashes as 1893456000000 does", other)
+		}
+	}
+}

@@ -174,8 +174,9 @@ func (s *Server) appendResult(b []byte, rd *jobRenderer, coll string, in model.J
 	b = append(b, '{')
 	b = appendStrField(b, "id", id)
 	if in.Err != nil { // the backend passes these through; ours is authoritative
-		b = appendIntField(b, "status", int64(statusOf(in.Err.Kind)))
-		b = appendErrorObject(appendKey(b, "error"), in.Err)
+		e := itemError(in.Err)
+		b = appendIntField(b, "status", int64(statusOf(e.Kind)))
+		b = appendErrorObject(appendKey(b, "error"), e)
 		return append(b, '}')
 	}
 	status, job, e := s.outcome(coll, in, res)
@@ -183,6 +184,7 @@ func (s *Server) appendResult(b []byte, rd *jobRenderer, coll string, in model.J
 		job = nil
 	}
 	if e != nil {
+		e = itemError(e)
 		status = statusOf(e.Kind)
 	}
 	b = appendIntField(b, "status", int64(status))
@@ -193,6 +195,21 @@ func (s *Server) appendResult(b []byte, rd *jobRenderer, coll string, in model.J
 		b = appendErrorObject(appendKey(b, "error"), e)
 	}
 	return append(b, '}')
+}
+
+// itemError is how a batch item's own error is answered: API.md §3 gives
+// an item the statuses 201, 200, 409 and 400, so what is a 404 or a 413
+// for a single create (a route that does not exist, meta over the limit)
+// is a 400 invalid_argument here, with the same message. Errors that are
+// not the item's (503 unavailable, 500) keep their status.
+func itemError(e *model.Error) *model.Error {
+	switch e.Kind {
+	case model.KindNotFound, model.KindTooLarge:
+		c := *e
+		c.Kind = model.KindInvalidArgument
+		return &c
+	}
+	return e
 }
 
 // outcome maps one create result to a status and the job to show. A

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/timemachine-db/timemachine/model"
@@ -202,7 +203,10 @@ func triggerTime(raw []byte) (int64, string, *model.Error) {
 		if !ok {
 			return 0, "", model.Invalid("trigger_time: %s (like 1767225600000 or \"2026-01-01T00:00:00Z\"), got %q", triggerHelp, clip(s))
 		}
-		ms, given = t, s
+		// Hashed as the instant, not the text: the same time written
+		// another way (ms, "Z" or an offset) is the same spec, so a
+		// retry that re-encodes its body is still recognised.
+		ms, given = t, strconv.FormatInt(t, 10)
 	} else {
 		n, e := integer("trigger_time", raw, math.MinInt64, math.MaxInt64)
 		if e != nil {
