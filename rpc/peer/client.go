@@ -450,8 +450,9 @@ func (cl *call) deliver(r result) {
 }
 
 // clientConn is one multiplexed connection to a peer: one writer goroutine
-// (frameWriter), one reader goroutine dispatching answers by id, and one
-// keepalive goroutine if DeadPeerTimeout is enabled.
+// (frameWriter), one reader goroutine dispatching answers by id, and, if
+// DeadPeerTimeout is enabled, a keepalive timer that runs only while calls
+// are outstanding.
 type clientConn struct {
 	p    *peerConns
 	conn net.Conn
@@ -465,16 +466,27 @@ type clientConn struct {
 	pending map[uint64]*call
 	nextID  uint64
 	err     error // set once failed
+
+	// keepalive's timer (nil when DeadPeerTimeout is disabled): armed when
+	// pending goes from empty to non-empty and stopped when it empties,
+	// both under mu, so that an idle connection — or one whose calls are
+	// all answered within a quarter of the timeout, as the liveness pings
+	// are — never wakes the process for it (it was a ticker per
+	// connection: ~3 wake-ups a second on an idle node, docs/scaling.md).
+	kaTimer *time.Timer
+	kaEvery time.Duration
 }
 
 func newClientConn(p *peerConns, conn net.Conn) *clientConn {
 	cc := &clientConn{p: p, conn: conn, done: make(chan struct{}), pending: map[uint64]*call{}}
 	cc.lastRecv.Store(now())
 	cc.w = newFrameWriter(conn, func(err error) { cc.fail(unreachable(fmt.Errorf("write: %w", err))) })
-	go cc.readLoop()
 	if t := p.c.opts.DeadPeerTimeout; t > 0 {
-		go cc.keepalive(t)
+		cc.kaEvery = max(t/4, time.Millisecond)
+		cc.kaTimer = time.AfterFunc(time.Hour, func() { cc.keepalive(t) })
+		cc.kaTimer.Stop()
 	}
+	go cc.readLoop()
 	return cc
 }
 
@@ -486,6 +498,9 @@ func (cc *clientConn) register(cl *call) (uint64, error) {
 	}
 	if len(cc.pending) == 0 {
 		cc.busySince.Store(now())
+		if cc.kaTimer != nil {
+			cc.kaTimer.Reset(cc.kaEvery)
+		}
 	}
 	cc.nextID++
 	cc.pending[cc.nextID] = cl
@@ -494,14 +509,19 @@ func (cc *clientConn) register(cl *call) (uint64, error) {
 
 func (cc *clientConn) forget(id uint64) {
 	cc.mu.Lock()
-	delete(cc.pending, id)
+	cc.remove(id)
 	cc.mu.Unlock()
 }
 
-func (cc *clientConn) outstanding() int {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	return len(cc.pending)
+// remove takes call id off pending (cc.mu held) and stops the keepalive
+// timer when nothing is left waiting.
+func (cc *clientConn) remove(id uint64) *call {
+	cl := cc.pending[id]
+	delete(cc.pending, id)
+	if len(cc.pending) == 0 && cc.kaTimer != nil {
+		cc.kaTimer.Stop()
+	}
+	return cl
 }
 
 // fail tears the connection down and fails every waiting call with err at
@@ -515,6 +535,9 @@ func (cc *clientConn) fail(err error) {
 	cc.err = err
 	pending := cc.pending
 	cc.pending = nil
+	if cc.kaTimer != nil {
+		cc.kaTimer.Stop()
+	}
 	cc.mu.Unlock()
 
 	close(cc.done)
@@ -581,8 +604,7 @@ func (cc *clientConn) readLoop() {
 		switch f.kind {
 		case kindOK, kindError:
 			cc.mu.Lock()
-			cl := cc.pending[f.id]
-			delete(cc.pending, f.id)
+			cl := cc.remove(f.id)
 			cc.mu.Unlock()
 			if cl == nil {
 				continue // its caller gave up (ctx); drop the late answer
@@ -605,8 +627,7 @@ func (cc *clientConn) readLoop() {
 				continue
 			}
 			cc.mu.Lock()
-			cl := cc.pending[f.id]
-			delete(cc.pending, f.id)
+			cl := cc.remove(f.id)
 			cc.mu.Unlock()
 			if cl != nil {
 				cl.deliver(result{body: f.payload})
@@ -618,29 +639,30 @@ func (cc *clientConn) readLoop() {
 	}
 }
 
-// keepalive declares the connection dead when calls are outstanding and
-// nothing has arrived for timeout. Quiet periods are measured from the later
-// of the last received byte and the moment calls started waiting, so an idle
-// connection is not condemned by its first new call.
+// keepalive runs every quarter of timeout while calls are outstanding (the
+// timer armed by register, stopped when pending empties): it declares the
+// connection dead when nothing has arrived for timeout, and pings when it
+// has been quiet for a quarter of it. Quiet periods are measured from the
+// later of the last received byte and the moment calls started waiting, so
+// an idle connection is not condemned by its first new call.
 func (cc *clientConn) keepalive(timeout time.Duration) {
-	tick := time.NewTicker(max(timeout/4, time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-cc.done:
-			return
-		case <-tick.C:
-		}
-		if cc.outstanding() == 0 {
-			continue
-		}
-		quiet := time.Duration(now() - max(cc.lastRecv.Load(), cc.busySince.Load()))
-		if quiet >= timeout {
-			cc.fail(unreachable(fmt.Errorf("nothing received for %v with calls outstanding", quiet.Round(time.Millisecond))))
-			return
-		}
-		if quiet >= timeout/4 {
-			_ = cc.w.send(frame{kind: kindPing})
-		}
+	cc.mu.Lock()
+	busy := cc.err == nil && len(cc.pending) > 0
+	if busy {
+		// Re-armed under mu: a concurrent remove that empties pending
+		// stops it after this, never before.
+		cc.kaTimer.Reset(cc.kaEvery)
+	}
+	cc.mu.Unlock()
+	if !busy {
+		return
+	}
+	quiet := time.Duration(now() - max(cc.lastRecv.Load(), cc.busySince.Load()))
+	if quiet >= timeout {
+		cc.fail(unreachable(fmt.Errorf("nothing received for %v with calls outstanding", quiet.Round(time.Millisecond))))
+		return
+	}
+	if quiet >= timeout/4 {
+		_ = cc.w.send(frame{kind: kindPing})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -839,5 +840,109 @@ func TestOnConnLost(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no OnConnLost after the peer stopped")
+	}
+}
+
+// freezeProxy forwards TCP connections to target until frozen; from then
+// on it forwards nothing either way and closes nothing: the silence of a
+// peer cut off without a reset.
+type freezeProxy struct {
+	addr   string
+	frozen atomic.Bool
+}
+
+func startFreezeProxy(t *testing.T, target string) *freezeProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezeProxy{addr: l.Addr().String()}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	pump := func(dst, src net.Conn) {
+		buf := make([]byte, 4096)
+		for {
+			n, err := src.Read(buf)
+			if err != nil {
+				return
+			}
+			if p.frozen.Load() {
+				continue // swallowed
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			go pump(out, in)
+			go pump(in, out)
+		}
+	}()
+	return p
+}
+
+// The keepalive runs only while calls wait: after quick calls are answered
+// the connection's timer is stopped (an idle node is not woken for it),
+// and a connection that was idle still finds a peer that went silent
+// when the next call waits.
+func TestKeepaliveOnlyWhileCallsWait(t *testing.T) {
+	ts := startServer(t, "127.0.0.1:0", echo)
+	p := startFreezeProxy(t, ts.addr)
+	c := newClient(t, ClientOptions{ConnsPerPeer: 1, DeadPeerTimeout: 200 * time.Millisecond})
+	for i := range 5 {
+		if _, err := c.Call(timeout(t, 10*time.Second), p.addr, 1, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.RLock()
+	pc := c.peers[p.addr]
+	c.mu.RUnlock()
+	pc.mu.Lock()
+	conns := slices.Clone(pc.conns)
+	pc.mu.Unlock()
+	if len(conns) == 0 {
+		t.Fatal("no connection kept")
+	}
+	for _, cc := range conns {
+		cc.mu.Lock()
+		armed := cc.kaTimer.Stop()
+		cc.mu.Unlock()
+		if armed {
+			t.Fatal("the keepalive timer was armed with no call waiting")
+		}
+	}
+	// Idle for longer than the timeout, then the peer goes silent.
+	time.Sleep(300 * time.Millisecond) // lets the connection be idle for longer than DeadPeerTimeout: what is tested is that idleness does not condemn it
+	p.frozen.Store(true)
+	start := time.Now()
+	_, err := c.Call(timeout(t, 30*time.Second), p.addr, 1, nil)
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("got %v, want ErrUnreachable", err)
+	}
+	if el := time.Since(start); el < 150*time.Millisecond || el > 5*time.Second {
+		t.Fatalf("silent peer detected after %v, want about 200ms", el)
 	}
 }
