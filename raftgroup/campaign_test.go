@@ -338,3 +338,55 @@ func TestNonvoterDoesNotCampaign(t *testing.T) {
 		t.Fatalf("leader %t, term %d → %d, the nonvoter's %d", leader.IsLeader(), term, leader.raft.CurrentTerm(), nonvoter.raft.CurrentTerm())
 	}
 }
+
+// A follower whose own campaign was just refused (a pre-vote: the others
+// follow a leader; a replica reopened moments before does this,
+// electAfterRestart) is picked to replace the leader, which dies: its
+// Campaign elects it at once. Its raft was still in the candidate loop,
+// waiting out the refused campaign's election timer, when the leader's
+// heartbeats made it a follower again (raft's fast path, which that loop
+// does not see); a TimeoutNow alone left it waiting for that timer, and
+// the failover took that long (wakeMainLoop; node's
+// TestFailoverWithinTwoSeconds took 2-5 s in about one run in two).
+func TestCampaignRightAfterARefusedPreVote(t *testing.T) {
+	timing := Timing{HeartbeatTimeout: 5 * time.Second, ElectionTimeout: 5 * time.Second, LeaderLeaseTimeout: time.Second}
+	gs, trans := openDeafTrio(t, timing)
+	leader, followers := splitLeader(gs)
+	f, tr := followers[0], trans[followers[0].cfg.NodeID]
+	testutil.Eventually(t, 5*time.Second, "the followers hold the leader's log", testutil.True(func() bool {
+		last := leader.LastIndex()
+		return followers[0].LastIndex() == last && followers[1].LastIndex() == last
+	}))
+	// The follower hears nothing (its leader sees its heartbeats answered,
+	// so it appends nothing to catch it up afterwards) and campaigns after
+	// 1 s; its refused campaign's election timer runs 4-8 s.
+	tr.fakeBeats.Store(true)
+	tr.deaf.Store(true)
+	if err := f.setTimeouts(time.Second, 4*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the follower campaigns", testutil.True(func() bool {
+		return f.raft.State() == raft.Candidate
+	}))
+	// Then it hears the leader's heartbeats again, and only those: an
+	// idle group's leader sends nothing else.
+	tr.hearBeats.Store(true)
+	testutil.Eventually(t, 5*time.Second, "the follower follows the leader again", testutil.True(func() bool {
+		l, _ := f.Leader()
+		return l == leader.cfg.NodeID && f.raft.State() == raft.Follower
+	}))
+	if f.LastIndex() != leader.LastIndex() {
+		t.Fatalf("the follower's log ends at %d, the leader's at %d: the other follower would refuse its vote", f.LastIndex(), leader.LastIndex())
+	}
+
+	dead := leader.cfg.NodeID
+	leader.Close()
+	start := time.Now()
+	if !f.Campaign(dead) {
+		t.Fatal("Campaign did not start an election")
+	}
+	testutil.Eventually(t, 10*time.Second, "the campaigning replica leads", testutil.True(f.IsLeader))
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("elected after %v, want within a second (the refused campaign's timer ran out instead)", took)
+	}
+}

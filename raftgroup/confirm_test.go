@@ -69,6 +69,12 @@ func TestConfirmRoundsShareOnlyALaterRound(t *testing.T) {
 type deafTransport struct {
 	*injectTransport
 	confirms atomic.Int32
+	// hearBeats: heartbeats still arrive while deaf (only they do).
+	hearBeats atomic.Bool
+	// fakeBeats: while deaf, heartbeats are answered with success without
+	// reaching raft (the leader sees no failure, the replica hears
+	// nothing).
+	fakeBeats atomic.Bool
 }
 
 func newDeafTransport(nt *raft.NetworkTransport) *deafTransport {
@@ -77,7 +83,11 @@ func newDeafTransport(nt *raft.NetworkTransport) *deafTransport {
 
 func (t *deafTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	t.injectTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
-		if t.deaf.Load() {
+		if t.deaf.Load() && !t.hearBeats.Load() {
+			if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && t.fakeBeats.Load() {
+				rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+				return
+			}
 			rpc.Respond(nil, errors.New("deaf"))
 			return
 		}

@@ -141,6 +141,13 @@ func (g *voteGate) refused(rpc raft.RPC) bool {
 	case *raft.RequestVoteRequest:
 		term, lastTerm, lastIndex, who = req.Term, req.LastLogTerm, req.LastLogIndex, req.ID
 	case *raft.RequestPreVoteRequest:
+		if req.Term == 0 {
+			// No candidate's: a campaign's term is at least 1. It is
+			// Campaign's wake-up of its own raft (wakeMainLoop), which
+			// raft answers without any effect; refused here, it would
+			// not reach raft's main loop and not wake it.
+			return false
+		}
 		term, lastTerm, lastIndex, who = req.Term, req.LastLogTerm, req.LastLogIndex, req.ID
 	default:
 		g.heardFrom(rpc)

@@ -215,6 +215,17 @@ func TestVoteGateRefusesUntilCaughtUp(t *testing.T) {
 	if _, gated := vote(8); !gated {
 		t.Fatal("an empty replica passed a vote on")
 	}
+	// A pre-vote in term 0 (Campaign's wake-up of its own raft,
+	// wakeMainLoop) reaches raft: no candidate has that term.
+	inner.ch <- raft.RPC{Command: &raft.RequestPreVoteRequest{Term: 0}, RespChan: make(chan raft.RPCResponse, 1)}
+	select {
+	case rpc := <-gate.Consumer():
+		if _, ok := rpc.Command.(*raft.RequestPreVoteRequest); !ok {
+			t.Fatalf("raft got %T", rpc.Command)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wake-up pre-vote did not reach raft")
+	}
 	// Appends reach raft untouched.
 	inner.ch <- raft.RPC{Command: &raft.AppendEntriesRequest{Term: 8}}
 	if rpc := <-gate.Consumer(); rpc.Command.(*raft.AppendEntriesRequest).Term != 8 {
