@@ -163,6 +163,9 @@ func (c *Coalescer) handleRaft(ctx context.Context, body []byte) ([]byte, error)
 	if h == nil || h.rpcs == nil {
 		return nil, &peer.RemoteError{Code: CodeNotOpen, Message: fmt.Sprintf("group %d is not open here", group)}
 	}
+	if kind == kindTimeoutNow {
+		wakeRaft(ctx, h)
+	}
 	respCh := make(chan raft.RPCResponse, 1)
 	select {
 	case h.rpcs <- raft.RPC{Command: cmd, RespChan: respCh}:
@@ -187,6 +190,44 @@ func (c *Coalescer) handleRaft(ctx context.Context, body []byte) ([]byte, error)
 		return nil, ctx.Err()
 	}
 }
+
+// wakeRaft hands the group's raft a pre-vote request in term 0 and waits
+// briefly for the answer, so that the TimeoutNow that follows (a
+// leadership transfer to this replica) starts an election. A replica whose
+// own campaign was just refused — one reopened moments before — keeps
+// raft in its candidate loop until that campaign's timer fires, even once
+// the leader's heartbeats (raft's fast path) made it a follower again; a
+// TimeoutNow alone then only sets the state back to candidate, no election
+// starts, and the leader refuses writes until its transfer times out.
+// Any RPC on the consumer wakes the loop, which moves on to the follower
+// loop; raft answers the request without effect, and raftgroup's vote
+// gate lets term 0 through (no candidate has it). raftgroup's Campaign
+// does the same for its own TimeoutNow (wakeMainLoop, which has the
+// details).
+func wakeRaft(ctx context.Context, h *handler) {
+	respCh := make(chan raft.RPCResponse, 1)
+	wake := raft.RPC{Command: &raft.RequestPreVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}}, RespChan: respCh}
+	t := time.NewTimer(wakeWait)
+	defer t.Stop()
+	select {
+	case h.rpcs <- wake:
+	case <-h.closed:
+		return
+	case <-ctx.Done():
+		return
+	case <-t.C:
+		return
+	}
+	select {
+	case <-respCh:
+	case <-h.closed:
+	case <-ctx.Done():
+	case <-t.C: // a busy raft: the TimeoutNow queues behind the request
+	}
+}
+
+// wakeWait bounds wakeRaft.
+const wakeWait = 100 * time.Millisecond
 
 // voteOpenWait is how long a vote or pre-vote for a group that is not
 // open here yet waits for it to open. When a cluster forms, a new group's

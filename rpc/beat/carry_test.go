@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,6 +129,54 @@ func TestRaftRPCsCarriedOnTheNodeConnection(t *testing.T) {
 	defer other.Close()
 	if err := other.RequestVote("b", target, &raft.RequestVoteRequest{Term: 4}, &vr); err == nil {
 		t.Fatal("vote to a group not open on the peer succeeded")
+	}
+}
+
+// A carried TimeoutNow (a leadership transfer to this replica) reaches raft
+// after a pre-vote request in term 0, which wakes raft's main loop first
+// (wakeRaft): a replica whose refused campaign left raft in its candidate
+// loop would otherwise ignore the TimeoutNow.
+func TestTimeoutNowWakesRaftFirst(t *testing.T) {
+	l := newLoop()
+	a, b := New(l, Options{}), New(l, Options{})
+	defer a.Close()
+	defer b.Close()
+	ntA, ntB := newNT(t), newNT(t)
+	target := ntB.LocalAddr()
+	l.add(string(target), b)
+	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
+	defer ta.Close()
+	defer tb.Close()
+	var got []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for len(got) < 2 {
+			rpc := <-tb.Consumer()
+			switch req := rpc.Command.(type) {
+			case *raft.RequestPreVoteRequest:
+				got = append(got, fmt.Sprintf("pre-vote term %d", req.Term))
+				rpc.Respond(&raft.RequestPreVoteResponse{Term: 7}, nil)
+			case *raft.TimeoutNowRequest:
+				got = append(got, "timeout-now")
+				rpc.Respond(&raft.TimeoutNowResponse{}, nil)
+			default:
+				got = append(got, fmt.Sprintf("%T", req))
+				rpc.Respond(nil, errors.New("unexpected"))
+			}
+		}
+	}()
+	var tr raft.TimeoutNowResponse
+	if err := ta.TimeoutNow("b", target, &raft.TimeoutNowRequest{}, &tr); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("raft got the TimeoutNow alone: no wake-up before it")
+	}
+	if want := []string{"pre-vote term 0", "timeout-now"}; !slices.Equal(got, want) {
+		t.Fatalf("raft got %q, want %q", got, want)
 	}
 }
 
