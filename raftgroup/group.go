@@ -617,8 +617,8 @@ func (g *Group) Campaign(dead string) bool {
 // replica's own in term 0, which raft answers without changing anything
 // (a pre-vote never does; it is refused, as raft knows a leader or a later
 // term), and which the vote gate lets through (no candidate has term 0);
-// waiting for the answer means the loop has moved on. In the usual case, a loop already
-// in its follower loop, it costs one RPC on the channel.
+// waiting for the answer means the loop has moved on. In the usual case,
+// a loop already in its follower loop, it costs one RPC on the channel.
 func (g *Group) wakeMainLoop(inj injector) {
 	respCh := make(chan raft.RPCResponse, 1)
 	req := &raft.RequestPreVoteRequest{RPCHeader: raft.RPCHeader{
