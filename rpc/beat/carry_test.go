@@ -75,13 +75,23 @@ type carried struct {
 	l       *loop
 	a       *Coalescer
 	ta      *Transport
+	tb      *Transport         // b's group's transport
 	target  raft.ServerAddress // b's group
 	appends *atomic.Int64      // the appends b's group took
 }
 
-// newCarried wires a (with opts) and b on a loop; everything closes when
-// the test ends.
+// newCarried wires a (with opts) and b on a loop, b's group 3 answered
+// by raftStub; everything closes when the test ends.
 func newCarried(t *testing.T, opts Options) carried {
+	t.Helper()
+	c := newCarriedPair(t, opts)
+	raftStub(t, c.tb, c.appends)
+	return c
+}
+
+// newCarriedPair is newCarried without the stub: the test reads b's
+// group's consumer itself.
+func newCarriedPair(t *testing.T, opts Options) carried {
 	t.Helper()
 	l := newLoop()
 	a, b := New(l, opts), New(l, Options{})
@@ -93,9 +103,7 @@ func newCarried(t *testing.T, opts Options) carried {
 	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
 	t.Cleanup(func() { ta.Close() })
 	t.Cleanup(func() { tb.Close() })
-	c := carried{l: l, a: a, ta: ta, target: target, appends: new(atomic.Int64)}
-	raftStub(t, tb, c.appends)
-	return c
+	return carried{l: l, a: a, ta: ta, tb: tb, target: target, appends: new(atomic.Int64)}
 }
 
 // Votes, pre-votes, timeout-now and appends reach the peer's group through
@@ -137,16 +145,8 @@ func TestRaftRPCsCarriedOnTheNodeConnection(t *testing.T) {
 // (wakeRaft): a replica whose refused campaign left raft in its candidate
 // loop would otherwise ignore the TimeoutNow.
 func TestTimeoutNowWakesRaftFirst(t *testing.T) {
-	l := newLoop()
-	a, b := New(l, Options{}), New(l, Options{})
-	defer a.Close()
-	defer b.Close()
-	ntA, ntB := newNT(t), newNT(t)
-	target := ntB.LocalAddr()
-	l.add(string(target), b)
-	ta, tb := a.Wrap(3, ntA), b.Wrap(3, ntB)
-	defer ta.Close()
-	defer tb.Close()
+	c := newCarriedPair(t, Options{})
+	ta, tb, target := c.ta, c.tb, c.target
 	var got []string
 	done := make(chan struct{})
 	go func() {
