@@ -72,11 +72,15 @@
 // which still serves pipelined appends, snapshots and older peers) and
 // returns the group's answer; a group not open there fails the RPC, as
 // the peer's mux would have refused the stock connection — except a vote
-// or pre-vote, which waits up to 2 s for the group to open (a new group's
-// first candidate campaigns before its peers have opened it, and a refused
-// candidate sits out its whole election timeout). Transport.Inject hands
-// an RPC to the group's own raft the same way; raftgroup uses it for a
-// TimeoutNow (campaign at once). A leader's
+// or pre-vote, which waits up to 4 s for the group to open (voteOpenWait:
+// a new group's first candidate campaigns before its peers have opened it,
+// and a refused candidate sits out its whole election timeout). A carried
+// TimeoutNow (a leadership transfer to this replica) goes in after a
+// pre-vote request in term 0, which wakes raft's main loop out of a
+// refused campaign's wait so that the TimeoutNow starts an election
+// (wakeRaft; raftgroup's wakeMainLoop has the details). Transport.Inject
+// hands an RPC to the group's own raft the same way; raftgroup uses it
+// for a TimeoutNow (campaign at once). A leader's
 // pipeline is lazy (pipeline.go): it sends synchronously on the node
 // connection, and dials the stock pipeline only once appends carrying
 // entries come often. InstallSnapshot keeps the stock transport. A peer
