@@ -436,6 +436,21 @@ func TestClusterPartitionOneNode(t *testing.T) {
 	if d := time.Since(start); d > 8*time.Second {
 		t.Fatalf("write on the isolated node took %v to fail", d)
 	}
+	// An admin operation through the isolated node cannot read the
+	// cluster's current configuration (its meta copy may lag): it answers
+	// 503 within the catch-up's two seconds instead of planning from a
+	// stale copy (cluster.catchUpForAdmin).
+	start = time.Now()
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	moves, err := iso.cluster.Rebalance(ctx, true)
+	cancel()
+	var me *model.Error
+	if !errors.As(err, &me) || httpapi.StatusOf(me.Kind) != 503 || !strings.Contains(me.Message, "current configuration") {
+		t.Fatalf("rebalance through the isolated node: %v, %v; want a 503 naming the configuration", moves, err)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("rebalance through the isolated node took %v to fail", d)
+	}
 	tc.net.Heal()
 	testutil.Eventually(t, 30*time.Second, "the isolated node catches up", caughtUp(iso))
 	tc.waitReady(30 * time.Second)
