@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -1096,4 +1097,92 @@ func TestOpsRebalanceWithADeadNodePlansLeadersOnLiveNodes(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Routine moves log nothing at ERROR (API.md §5), also after a compaction
+// truncated the raft logs: the leaders then send the replicas they add a
+// snapshot, and the "failed to get log … log not found" raft logs before
+// it is routine (raftgroup/logger.go). A black-box review found one such
+// ERROR per slot in every move after `admin compact`.
+func TestOpsMovesAfterCompactLogNoErrors(t *testing.T) {
+	sink := &errorSink{}
+	tc := startCluster(t, 4, func(i int, c *Config) {
+		c.Logger = slog.New(sinkHandler{Handler: c.Logger.Handler(), sink: sink})
+	})
+	rcv := newReceiver(t)
+	// One job per request: each its own raft entry, so that every slot's
+	// log outgrows the 64 entries a snapshot keeps (slot.TrailingLogs)
+	// and the compaction truncates it.
+	trig := time.Now().Add(time.Hour).UnixMilli()
+	for i := range 1200 {
+		createJobs(t, tc.nodes[i%4], "default", fmt.Sprintf("cmp%d", i), 1, trig, rcv.url)
+	}
+	sink.reset()
+	if _, err := tc.nodes[0].svc.Compact(opCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	id := tc.nodes[3].ID()
+	if _, err := tc.nodes[0].svc.DrainNode(opCtx(t), id); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 120*time.Second, id+" drained", func() error {
+		nd, _ := nodeRow(tc.info(id), id)
+		if nd.Replicas != 0 || nd.SlotsLed != 0 {
+			return fmt.Errorf("%s still holds %d, leads %d", id, nd.Replicas, nd.SlotsLed)
+		}
+		return tc.settledCluster(id, 3)()
+	})
+	if recs := sink.records(); len(recs) > 0 {
+		t.Fatalf("a compaction and a drain logged %d lines at ERROR, want none; the first: %q", len(recs), recs[:min(3, len(recs))])
+	}
+}
+
+// errorSink keeps what the handlers wrapping it logged at ERROR.
+type errorSink struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (s *errorSink) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs = nil
+}
+
+func (s *errorSink) records() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.recs)
+}
+
+// sinkHandler passes records on and copies those at ERROR to sink, with
+// the attributes they were logged with (the node, the group).
+type sinkHandler struct {
+	slog.Handler
+	sink  *errorSink
+	attrs string
+}
+
+func (h sinkHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelError || h.Handler.Enabled(ctx, l)
+}
+
+func (h sinkHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.sink.mu.Lock()
+		h.sink.recs = append(h.sink.recs, h.attrs+r.Message)
+		h.sink.mu.Unlock()
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h sinkHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return sinkHandler{Handler: h.Handler.WithAttrs(as), sink: h.sink, attrs: h.attrs + fmt.Sprint(as) + " "}
+}
+
+func (h sinkHandler) WithGroup(name string) slog.Handler {
+	return sinkHandler{Handler: h.Handler.WithGroup(name), sink: h.sink, attrs: h.attrs}
 }

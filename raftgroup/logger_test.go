@@ -41,8 +41,12 @@ func TestRaftLogLevels(t *testing.T) {
 		{`[WARN]  slot-3: heartbeat timeout reached, starting election: last-leader-addr= last-leader-id=`, slog.LevelInfo},
 		{`[WARN]  slot-3: appendEntries rejected, sending older logs: peer="{Nonvoter n4 127.0.0.1:7004}" next=1`, slog.LevelDebug},
 		{`[ERROR] slot-3: failed to take snapshot: error="nothing new to snapshot"`, slog.LevelDebug},
+		// A leader whose log was compacted sends the new replica a
+		// snapshot instead.
+		{`[ERROR] slot-3: failed to get log: index=1 error="log not found"`, slog.LevelDebug},
 		// Not routine: these stay.
-		{`[ERROR] slot-3: failed to get log: index=1 error="log not found"`, slog.LevelError},
+		{`[ERROR] slot-3: failed to get log: index=7 error="read /data/raft.db: input/output error"`, slog.LevelError},
+		{`[WARN]  slot-3: failed to get log entry: index=7 error="log not found"`, slog.LevelWarn},
 		{`[ERROR] slot-3: failed to commit logs: error="disk full"`, slog.LevelError},
 		{`[WARN]  slot-3: failed to read metadata: error=EOF`, slog.LevelWarn},
 		{`[INFO]  slot-3: entering follower state: follower="Node at 127.0.0.1:7001 [Follower]"`, slog.LevelInfo},
