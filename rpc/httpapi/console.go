@@ -11,7 +11,8 @@ import (
 )
 
 // The web console (/ui/) and the API description (/v1/openapi.json): static
-// files embedded in the binary, readable without a token (guard.go).
+// files embedded in the binary. The console's are readable without a token,
+// the description with a reader's (guard.go).
 
 // consoleCSP allows the console's own files and nothing else: no inline
 // script or style, no framing, no foreign connections.

@@ -217,11 +217,23 @@ func TestConsoleServing(t *testing.T) {
 	}
 }
 
+// With an auth file the API description is a GET like the others
+// (API.md §6: only /healthz and /readyz are open): any reader, even one
+// limited to some collections, reads it; no token is a 401.
 func TestOpenAPIServed(t *testing.T) {
 	s := newTestServer(&fakeBackend{}, func(o *Options) { o.Auth = testAuthStore(t) })
-	r := do(s.Handler(), "GET", "/v1/openapi.json", "")
-	if r.status != 200 || !strings.HasPrefix(r.header["Content-Type"], "application/json") || !bytes.Equal(r.body, openapi.JSON()) {
-		t.Fatalf("GET /v1/openapi.json: %d %s", r.status, r.header["Content-Type"])
+	for _, token := range []string{"tm_reader", "tm_reader_c", "tm_admin"} {
+		r := do(s.Handler(), "GET", "/v1/openapi.json", "", "Authorization", "Bearer "+token)
+		if r.status != 200 || !strings.HasPrefix(r.header["Content-Type"], "application/json") || !bytes.Equal(r.body, openapi.JSON()) {
+			t.Fatalf("GET /v1/openapi.json with %s: %d %s", token, r.status, r.header["Content-Type"])
+		}
+	}
+	if r := do(s.Handler(), "GET", "/v1/openapi.json", ""); r.status != 401 || !strings.Contains(string(r.body), `"unauthenticated"`) {
+		t.Fatalf("GET /v1/openapi.json without a token: %d %s, want 401 unauthenticated", r.status, r.body)
+	}
+	open := newTestServer(&fakeBackend{})
+	if r := do(open.Handler(), "GET", "/v1/openapi.json", ""); r.status != 200 || !bytes.Equal(r.body, openapi.JSON()) {
+		t.Fatalf("GET /v1/openapi.json without an auth file: %d", r.status)
 	}
 }
 

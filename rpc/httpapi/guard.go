@@ -21,8 +21,8 @@ import (
 //  3. a write must carry a JSON body (400 for text/plain, forms, …);
 //  4. a body larger than MaxBodyBytes is refused before it is read (413).
 //
-// Only /healthz, /readyz and the static console and API description (/,
-// /ui/, /v1/openapi.json) skip all of it. The order matters: nothing of
+// Only /healthz, /readyz and the console's static files (/, /ui/) skip
+// all of it. The order matters: nothing of
 // an unauthenticated request's body is read, and a refusal never reaches
 // the backend, so a refused request changes nothing.
 
@@ -61,12 +61,15 @@ var (
 // fails), so a new endpoint is never open by accident.
 var permissions = map[string]access{
 	"GET /healthz": open,
-	// The console's static files and the API description carry no data;
-	// the console asks for a token when the API answers 401.
+	// The console's static files carry no data, and a browser must load
+	// them before it can send a token: the console asks for one when the
+	// API answers 401 (API.md §7). The API description is a GET like any
+	// other (API.md §6: "reader: every GET", only /healthz and /readyz
+	// open): it was open until 2026-11-27 (docs/api.md, migration notes).
 	"GET /":                open,
 	"GET /ui":              open,
 	"GET /ui/{file}":       open,
-	"GET /v1/openapi.json": open,
+	"GET /v1/openapi.json": readCluster,
 	"GET /readyz":          open,
 	"GET /metrics":         readCluster,
 

@@ -19,11 +19,12 @@ var wantAccess = map[string]struct {
 }{
 	"GET /healthz": {0, false},
 	"GET /readyz":  {0, false},
-	// The console's files and the API description carry no data (§7).
+	// The console's files carry no data, and a browser loads them before
+	// it can send a token (§7); the API description is a GET (§6).
 	"GET /":                {0, false},
 	"GET /ui":              {0, false},
 	"GET /ui/{file}":       {0, false},
-	"GET /v1/openapi.json": {0, false},
+	"GET /v1/openapi.json": {auth.RoleReader, false},
 	"GET /metrics":         {auth.RoleReader, false},
 
 	"GET /v1/collections":                  {auth.RoleReader, false},
