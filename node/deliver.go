@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/rpc/webhook"
 	"github.com/timemachine-db/timemachine/secrets"
 	"github.com/timemachine-db/timemachine/slot"
@@ -81,6 +82,13 @@ func (d *deliverer) headers(h map[string]string) (map[string]string, error) {
 	return out, nil
 }
 
+// payloadOf is the callback body of job j's attempt, the same for a
+// single callback and for each job of a batch (API.md §3: an occurrence
+// carries "schedule" either way; a batch once left it out).
+func payloadOf(j *model.Job, attempt int64) webhook.Payload {
+	return webhook.Payload{ID: j.ID, Collection: j.Collection, TriggerTime: j.TriggerTime, Attempt: int(attempt), Meta: j.Meta, Schedule: j.Schedule}
+}
+
 func (d *deliverer) Deliver(ctx context.Context, x *slot.Delivery) slot.DeliveryResult {
 	j := x.Job
 	// A secret this node cannot open (its key file lacks the key) is a
@@ -94,16 +102,9 @@ func (d *deliverer) Deliver(ctx context.Context, x *slot.Delivery) slot.Delivery
 		return slot.DeliveryResult{Err: err}
 	}
 	res := d.c.Deliver(ctx, &webhook.Request{
-		URL:     x.URL,
-		Headers: hdrs,
-		Payload: webhook.Payload{
-			ID:          j.ID,
-			Collection:  j.Collection,
-			TriggerTime: j.TriggerTime,
-			Attempt:     int(x.Attempt),
-			Meta:        j.Meta,
-			Schedule:    j.Schedule,
-		},
+		URL:            x.URL,
+		Headers:        hdrs,
+		Payload:        payloadOf(j, x.Attempt),
 		IdempotencyKey: webhook.IdempotencyKey(j.Collection, j.ID, j.TriggerTime),
 		SigningKey:     key,
 		Timeout:        x.Timeout,
@@ -146,7 +147,7 @@ func (d *deliverer) DeliverBatch(ctx context.Context, x *slot.BatchDelivery) []s
 	jobs := make([]webhook.BatchJob, len(x.Jobs))
 	for i, j := range x.Jobs {
 		jobs[i] = webhook.BatchJob{
-			Payload:        webhook.Payload{ID: j.ID, Collection: j.Collection, TriggerTime: j.TriggerTime, Attempt: int(x.Attempts[i]), Meta: j.Meta},
+			Payload:        payloadOf(j, x.Attempts[i]),
 			IdempotencyKey: webhook.IdempotencyKey(j.Collection, j.ID, j.TriggerTime),
 		}
 	}

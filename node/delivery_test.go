@@ -185,6 +185,33 @@ func TestBatchedRoute(t *testing.T) {
 	})
 }
 
+// A schedule's occurrences on a batched route carry "schedule" in their
+// batch entries, as single callbacks do (API.md §3; a black-box review
+// found batches without it).
+func TestBatchedRouteScheduleOccurrences(t *testing.T) {
+	n := startReady(t, testConfig(t.TempDir()))
+	defer n.Close()
+	rcv := newBatchReceiver(t, func(*cw.Callback) cw.Response { return cw.OK() })
+	putRoute(t, n, model.Route{Name: "bulk", WebhookURL: rcv.url, SigningSecret: deliverySecret, Batch: model.BatchPolicy{MaxJobs: 10, MaxWaitMs: 20}})
+	ctx := context.Background()
+	if _, _, err := n.svc.PutSchedule(ctx, "default", "tick", model.ScheduleSpec{EveryMs: 1000, Route: "bulk", Hash: 7}, 0); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "two occurrences delivered", func() error {
+		if got := rcv.jobs(); got < 2 {
+			return fmt.Errorf("%d delivered", got)
+		}
+		return nil
+	})
+	for _, b := range rcv.got() {
+		for _, cb := range b.cbs {
+			if s, _, ok := model.SplitOccurrenceID(cb.ID); !ok || s != "tick" || cb.Schedule != "tick" {
+				t.Fatalf("batch entry %+v: want an occurrence of tick with \"schedule\":\"tick\"", cb)
+			}
+		}
+	}
+}
+
 // TestBatchedRouteNon2xx: a batch answered 503 retries every job in it;
 // and a lone job waits max_wait for company, no longer.
 func TestBatchedRouteNon2xx(t *testing.T) {
