@@ -253,6 +253,9 @@ func (f *Forwarder) ProposeSlot(ctx context.Context, s int, cmds ...raftfsm.Comm
 func (f *Forwarder) ProposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([]model.Result, error) {
 	m := f.cfg.Meta
 	if m.IsLeader() {
+		if !f.quorate(m.Voters()) {
+			return nil, ErrMetaUnavailable
+		}
 		res, err := m.Propose(ctx, cmds...)
 		if !errors.Is(err, raftgroup.ErrNotLeader) {
 			return res, err
@@ -302,6 +305,29 @@ func (f *Forwarder) ProposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([
 		m.WaitApplied(ctx, index)
 		return res, nil
 	}
+}
+
+// quorate reports whether a majority of voters (this node counting
+// itself) answers liveness pings. A meta leader cut off from a majority
+// still takes proposals until raft's check-quorum deposes it, which with
+// held heartbeat answers takes seconds (rpc/beat); such a write's outcome
+// is unknown, so the client got no answer at all, and the write could
+// still apply once the others were back (a black-box review: a route PUT
+// with two of three nodes paused for 3 s). Refused before it is proposed,
+// the write changed nothing, and the client gets a 503 to retry (API.md
+// §3). Meta writes only: they are rare, and a slot write's every create
+// would pay for reading the voters.
+func (f *Forwarder) quorate(voters []string) bool {
+	if f.cfg.Dead == nil || len(voters) == 0 {
+		return true
+	}
+	alive := 0
+	for _, v := range voters {
+		if v == f.cfg.NodeID || !f.cfg.Dead(v) {
+			alive++
+		}
+	}
+	return alive*2 > len(voters)
 }
 
 // CatchUpMeta waits (at most two seconds) until this node's meta state has

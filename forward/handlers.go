@@ -8,6 +8,7 @@ import (
 
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
+	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/peer"
 )
 
@@ -80,6 +81,11 @@ func (f *Forwarder) serveProposeMeta(ctx context.Context, body []byte) ([]byte, 
 		return nil, err
 	}
 	m := f.cfg.Meta
+	if m.IsLeader() && !f.quorate(m.Voters()) {
+		// The caller looks for another leader until its deadline, then
+		// answers 503 (ProposeMeta).
+		return nil, ToWire(raftgroup.ErrNotLeader, "")
+	}
 	res, err := m.ProposeEncoded(ctx, cmds)
 	if err != nil {
 		id, _ := m.Leader()

@@ -576,3 +576,63 @@ func TestSlotLeaderFiresWhileMetaHasNoLeader(t *testing.T) {
 		t.Fatalf("the meta group has a leader again (%s): the scenario did not hold", l)
 	}
 }
+
+// A meta write on a meta leader that cannot reach a majority answers 503
+// and changes nothing (API.md §3: "503 unavailable (no leader / no
+// quorum) … A request that gets an error changed nothing"). With held
+// heartbeat answers raft deposes such a leader only seconds later; until
+// then it took the write, whose outcome was unknown: the client got no
+// answer, and the write applied once the others were back (a black-box
+// review, a route PUT with two of three nodes paused). Production timing,
+// so that the leader outlives the liveness verdicts.
+func TestMetaWriteWithoutQuorumChangesNothing(t *testing.T) {
+	tc := startCluster(t, 3, func(_ int, c *Config) { c.Timing = raftgroup.Timing{} })
+	var ldr *Node
+	testutil.Eventually(t, 20*time.Second, "a meta leader", func() error {
+		for _, n := range tc.nodes {
+			if n.meta.IsLeader() {
+				ldr = n
+				return nil
+			}
+		}
+		return errors.New("none")
+	})
+	var others []string
+	for _, n := range tc.nodes {
+		if n != ldr {
+			others = append(others, n.ID())
+			tc.net.Isolate(n.ID())
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "the others dead to the leader", func() error {
+		for _, id := range others {
+			if !ldr.live.Dead(id) {
+				return fmt.Errorf("%s alive", id)
+			}
+		}
+		return nil
+	})
+	stillLeader := ldr.meta.IsLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	_, err := ldr.svc.PutRoute(ctx, model.Route{Name: "lost", WebhookURL: "http://127.0.0.1:9/x"})
+	cancel()
+	if !isKind(err, model.KindUnavailable) {
+		t.Fatalf("a route PUT on a meta leader without a quorum (still raft's leader: %v): %v, want 503 unavailable", stillLeader, err)
+	}
+	tc.net.Heal()
+	tc.waitReady(30 * time.Second)
+	// Another meta write commits after the first one's index: had the
+	// refused PUT been in the log, it would be applied by now.
+	testutil.Eventually(t, 30*time.Second, "a meta write after the heal", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := tc.nodes[0].svc.PutRoute(ctx, model.Route{Name: "after", WebhookURL: "http://127.0.0.1:9/y"})
+		return err
+	})
+	for _, n := range tc.nodes {
+		if _, err := n.svc.GetRoute(context.Background(), "lost"); !isKind(err, model.KindNotFound) {
+			t.Fatalf("%s: the refused route: %v, want not found", n.ID(), err)
+		}
+	}
+	t.Logf("the leader was still raft's leader when the write came: %v", stillLeader)
+}
