@@ -230,7 +230,7 @@ func (f *Forwarder) forward(ctx context.Context, s int, m peer.Method, body []by
 // ProposeSlot commits commands on slot s's leader, local or remote, and
 // returns one result per command.
 func (f *Forwarder) ProposeSlot(ctx context.Context, s int, cmds ...raftfsm.Command) ([]model.Result, error) {
-	if r := f.cfg.Slots.Leader(s); r != nil {
+	if r := f.cfg.Slots.Leader(s); r != nil && f.quorate(r.RecentVoters()) {
 		res, err := r.Propose(ctx, cmds...)
 		if !errors.Is(err, raftgroup.ErrNotLeader) {
 			return res, err
@@ -308,15 +308,15 @@ func (f *Forwarder) ProposeMeta(ctx context.Context, cmds ...raftfsm.Command) ([
 }
 
 // quorate reports whether a majority of voters (this node counting
-// itself) answers liveness pings. A meta leader cut off from a majority
-// still takes proposals until raft's check-quorum deposes it, which with
-// held heartbeat answers takes seconds (rpc/beat); such a write's outcome
-// is unknown, so the client got no answer at all, and the write could
-// still apply once the others were back (a black-box review: a route PUT
-// with two of three nodes paused for 3 s). Refused before it is proposed,
-// the write changed nothing, and the client gets a 503 to retry (API.md
-// §3). Meta writes only: they are rare, and a slot write's every create
-// would pay for reading the voters.
+// itself) answers liveness pings. A leader cut off from a majority still
+// takes proposals until raft's check-quorum deposes it, which with held
+// heartbeat answers takes seconds (rpc/beat); such a write's outcome is
+// unknown, so the client got no answer at all, and the write could still
+// apply once the others were back (a black-box review: a route PUT with
+// two of three nodes paused for 3 s). Refused before it is proposed, the
+// write changed nothing, and the client gets a 503 to retry (API.md §3).
+// The verdicts do not count this node's own stalls against its peers
+// (liveness.Tracker), so a starved leader does not refuse for that.
 func (f *Forwarder) quorate(voters []string) bool {
 	if f.cfg.Dead == nil || len(voters) == 0 {
 		return true

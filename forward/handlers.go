@@ -64,6 +64,11 @@ func (f *Forwarder) serveProposeSlot(ctx context.Context, body []byte) ([]byte, 
 	if r == nil {
 		return nil, NoReplica(f.leaderHint(s))
 	}
+	if r.IsLeader() && !f.quorate(r.RecentVoters()) {
+		// The caller looks for another leader until its deadline, then
+		// answers 503 (quorate).
+		return nil, ToWire(raftgroup.ErrNotLeader, "")
+	}
 	cmds, err := raftfsm.SplitBatch(rest)
 	if err != nil {
 		return nil, err

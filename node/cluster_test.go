@@ -636,3 +636,70 @@ func TestMetaWriteWithoutQuorumChangesNothing(t *testing.T) {
 	}
 	t.Logf("the leader was still raft's leader when the write came: %v", stillLeader)
 }
+
+// The same for a slot write: a job created on a slot leader that cannot
+// reach a majority of the slot's voters answers 503 and does not appear
+// once the others are back (it used to be taken, with no answer to the
+// client, until raft deposed the leader).
+func TestSlotWriteWithoutQuorumChangesNothing(t *testing.T) {
+	tc := startCluster(t, 3, func(_ int, c *Config) { c.Timing = raftgroup.Timing{} })
+	ldr := tc.nodes[0]
+	slot := -1
+	testutil.Eventually(t, 20*time.Second, "a slot led by n1", func() error {
+		for _, r := range ldr.slots.All() {
+			if r.IsLeader() && len(r.Voters()) == 3 {
+				slot = r.Slot()
+				return nil
+			}
+		}
+		return errors.New("none")
+	})
+	var ids []string // two ids of that slot
+	for i := 0; len(ids) < 2; i++ {
+		if c := fmt.Sprintf("lost-%d", i); dht.SlotOf("default", c, ldr.cluster.SlotCount()) == slot {
+			ids = append(ids, c)
+		}
+	}
+	id := ids[0]
+	job := func(id string) []model.JobInput {
+		return []model.JobInput{{ID: id, Spec: model.JobSpec{TriggerTime: time.Now().Add(time.Hour).UnixMilli(), CallbackURL: "http://127.0.0.1:9/x", Hash: 1}}}
+	}
+	for _, n := range tc.nodes[1:] {
+		tc.net.Isolate(n.ID())
+	}
+	testutil.Eventually(t, 10*time.Second, "the others dead to n1", func() error {
+		for _, n := range tc.nodes[1:] {
+			if !ldr.live.Dead(n.ID()) {
+				return fmt.Errorf("%s alive", n.ID())
+			}
+		}
+		return nil
+	})
+	stillLeader := ldr.slots.Get(slot).IsLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	res, err := ldr.svc.CreateJobs(ctx, "default", job(id))
+	cancel()
+	if err == nil && len(res) == 1 && res[0].Err != nil {
+		err = res[0].Err
+	}
+	if !isKind(err, model.KindUnavailable) {
+		t.Fatalf("a create on slot %d's leader without a quorum (still raft's leader: %v): %+v, %v; want 503 unavailable", slot, stillLeader, res, err)
+	}
+	tc.net.Heal()
+	tc.waitReady(30 * time.Second)
+	// A later write to the same slot commits after the refused one's
+	// index: had that been in the log, it would be applied by now.
+	testutil.Eventually(t, 30*time.Second, "a write to the slot after the heal", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := ldr.svc.CreateJobs(ctx, "default", job(ids[1]))
+		if err == nil && res[0].Err != nil {
+			err = res[0].Err
+		}
+		return err
+	})
+	if _, err := ldr.svc.GetJob(context.Background(), "default", id); !isKind(err, model.KindNotFound) {
+		t.Fatalf("the refused job: %v, want not found", err)
+	}
+	t.Logf("n1 was still slot %d's raft leader when the create came: %v", slot, stillLeader)
+}

@@ -617,6 +617,11 @@ func (r *Replica) CanCampaign() bool { return r.g.CanCampaign() }
 // Voters lists the slot's voters.
 func (r *Replica) Voters() []string { return r.g.Voters() }
 
+// RecentVoters is Voters as read at most voterCacheAge ago: cheap enough
+// to ask on every write (forward refuses a write on a leader that cannot
+// reach a majority of them).
+func (r *Replica) RecentVoters() []string { return r.currentVoters() }
+
 // LastIndex is the last index in the replica's log.
 func (r *Replica) LastIndex() uint64 { return r.g.LastIndex() }
 
