@@ -65,7 +65,7 @@ var permissions = map[string]access{
 	// them before it can send a token: the console asks for one when the
 	// API answers 401 (API.md §7). The API description is a GET like any
 	// other (API.md §6: "reader: every GET", only /healthz and /readyz
-	// open): it was open until 2026-11-27 (docs/api.md, migration notes).
+	// open): it was open until 2026-11-27 (docs/api.md, the permission table).
 	"GET /":                open,
 	"GET /ui":              open,
 	"GET /ui/{file}":       open,
@@ -146,7 +146,7 @@ func (s *Server) guard(r *request, h *handler) bool {
 	if e := s.checkBodyShape(ctx); e != nil {
 		// A body that is not JSON is 400 invalid_argument, the contract's
 		// status for that code (API.md §3 "Errors"): it was 415 until
-		// 2026-11-27 (docs/api.md, migration notes).
+		// 2026-11-27 (docs/api.md, the error table).
 		return refuse(ctx, 0, e)
 	}
 	if e := s.readBody(ctx); e != nil {
