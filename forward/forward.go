@@ -330,6 +330,14 @@ func (f *Forwarder) quorate(voters []string) bool {
 	return alive*2 > len(voters)
 }
 
+// MetaQuorate reports whether this node leads the meta group and a
+// majority of its voters answers liveness pings: what a node must hold to
+// speak for the meta leader without a proposal (package inflight's owner).
+func (f *Forwarder) MetaQuorate() bool {
+	m := f.cfg.Meta
+	return m.IsLeader() && f.quorate(m.Voters())
+}
+
 // CatchUpMeta waits (at most two seconds) until this node's meta state has
 // applied everything the meta leader had applied when asked, and returns
 // it; it fails with ErrMetaBehind when that cannot be established.

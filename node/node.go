@@ -17,6 +17,7 @@ import (
 
 	"github.com/timemachine-db/timemachine/cluster"
 	"github.com/timemachine-db/timemachine/forward"
+	"github.com/timemachine-db/timemachine/inflight"
 	"github.com/timemachine-db/timemachine/liveness"
 	"github.com/timemachine-db/timemachine/meta"
 	"github.com/timemachine-db/timemachine/model"
@@ -65,11 +66,17 @@ type Node struct {
 	fireSlots chan struct{}
 	targets   *slot.Targets
 	lanes     *slot.Lanes // route delivery control, shared by the node's slots
-	dlv       *deliverer
-	webhook   *webhook.Client
-	metrics   *metrics
-	live      *liveness.Tracker
-	liveKick  chan struct{}
+	// places and holder hold max_in_flight cluster-wide for routes capped
+	// below the node count (package inflight): places grants while this
+	// node leads the meta group, holder asks for this node's requests.
+	places   *inflight.Owner
+	holder   *inflight.Holder
+	hosts    hostsCache
+	dlv      *deliverer
+	webhook  *webhook.Client
+	metrics  *metrics
+	live     *liveness.Tracker
+	liveKick chan struct{}
 	// backMu/back: closed (and replaced) when a peer the liveness check
 	// had found dead answers again (waitReachable).
 	backMu sync.Mutex
@@ -189,9 +196,19 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.dlv = newDeliverer(n.webhook, n.sec.secrets)
 	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
 	n.targets = slot.NewTargets(cfg.FirePerTarget)
+	n.places = inflight.NewOwner(inflight.OwnerConfig{
+		Self: n.id.NodeID, Peers: n.livePeers, Census: inflight.CensusOver(n.rpc), Logger: n.log,
+		Serving: func() bool { return n.fwd != nil && n.fwd.MetaQuorate() },
+		Local:   func() []inflight.LeaseRef { return n.holder.Held() },
+	})
+	n.holder = inflight.NewHolder(inflight.HolderConfig{
+		Self: n.id.NodeID, Owner: n.meta.Leader, Client: n.rpc, Local: n.places, Logger: n.log,
+	})
 	n.lanes = slot.NewLanes(slot.LanesConfig{
 		Clock: cfg.Clock, Batch: n.dlv, Metrics: n.metrics, Logger: n.log,
 		SlotCount: func() int { return n.meta.State().SlotCount },
+		Hosts:     n.slotHosts,
+		InFlight:  n.holder,
 		Route:     func(name string) (*model.Route, bool) { return n.meta.State().Route(name) },
 	})
 
@@ -254,6 +271,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	})
 	n.fwd.Register(n.rpcSrv)
 	n.cluster.Register(n.rpcSrv)
+	inflight.Register(n.rpcSrv, n.places, n.holder)
 	n.rpcSrv.Handle(methodLastIndexes, n.serveLastIndexes)
 	close(n.wired)
 	n.goServe(func() { _ = n.rpcSrv.Serve() })
@@ -309,6 +327,7 @@ func (n *Node) runController(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
+	go n.places.Lead(ctx)
 	n.cluster.RunController(ctx)
 }
 

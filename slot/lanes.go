@@ -30,10 +30,14 @@ import (
 // Limits are cluster-wide in the contract; each node enforces its share,
 // the fraction of the cluster's slots it leads (jobs spread over slots by
 // hash), recomputed whenever that changes (DESIGN.md "Route delivery
-// control" says where this can overshoot).
+// control" says where this can overshoot). An in-flight cap smaller than
+// the number of nodes cannot be shared out that way: each request of such
+// a route takes a place from the cluster's one owner (InFlight).
 type Lanes struct {
 	clock   func() time.Time
 	slots   func() int
+	hosts   func() int
+	places  InFlightPlaces
 	batch   BatchDeliverer
 	metrics LaneMetrics
 	log     *slog.Logger
@@ -66,6 +70,15 @@ type BatchDeliverer interface {
 	DeliverBatch(ctx context.Context, d *BatchDelivery) []DeliveryResult
 }
 
+// InFlightPlaces hands out a route's places cluster-wide (package
+// inflight): Acquire waits for one of max places for a request whose
+// earliest job is due at due (Unix ms) and returns the function that gives
+// it back. An error wrapping errors.ErrUnsupported says the cluster cannot
+// (an older meta leader): the lane falls back to its share for a while.
+type InFlightPlaces interface {
+	Acquire(ctx context.Context, route string, max, due int64) (release func(), err error)
+}
+
 // LaneMetrics receives per-route measurements.
 type LaneMetrics interface {
 	// RouteLateness returns the observer of the lateness of first attempts
@@ -82,6 +95,12 @@ type LanesConfig struct {
 	// SlotCount is the cluster's slot count (a node's share is the slots
 	// it leads over it).
 	SlotCount func() int
+	// Hosts is the number of nodes that hold slot replicas, each of which
+	// may lead slots and deliver (default 1).
+	Hosts func() int
+	// InFlight, if set, hands out the places of routes whose max_in_flight
+	// is below Hosts.
+	InFlight InFlightPlaces
 	// Batch sends batched deliveries; nil: batched routes are delivered a
 	// job at a time.
 	Batch   BatchDeliverer
@@ -104,7 +123,10 @@ func NewLanes(c LanesConfig) *Lanes {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return &Lanes{clock: c.Clock, slots: c.SlotCount, batch: c.Batch, metrics: c.Metrics, log: c.Logger, routeOf: c.Route, lanes: map[string]*lane{}}
+	if c.Hosts == nil {
+		c.Hosts = func() int { return 1 }
+	}
+	return &Lanes{clock: c.Clock, slots: c.SlotCount, hosts: c.Hosts, places: c.InFlight, batch: c.Batch, metrics: c.Metrics, log: c.Logger, routeOf: c.Route, lanes: map[string]*lane{}}
 }
 
 // pending is a due job waiting in a lane. It counts as a fire of its
@@ -206,8 +228,13 @@ type lane struct {
 	bucket   tokenBucket
 	inflight int // requests open (a batch is one)
 	running  bool
-	wake     chan struct{}
-	lateness func(time.Duration)
+	// place is a cluster-wide in-flight place in hand for the next request
+	// (routes capped below the node count); shareUntil: the owner could not
+	// hand out places, the lane uses its share until then.
+	place      func()
+	shareUntil time.Time
+	wake       chan struct{}
+	lateness   func(time.Duration)
 }
 
 func (ln *lane) signal() {
@@ -330,10 +357,19 @@ func (l *Lanes) run(ln *lane) {
 		l.mu.Lock()
 		if len(ln.q) == 0 {
 			ln.running = false
+			place := ln.place
+			ln.place = nil
 			l.mu.Unlock()
+			if place != nil {
+				place()
+			}
 			return
 		}
-		batch, single, wait := l.next(ln, l.clock())
+		batch, single, place, wait := l.next(ln, l.clock())
+		if wait == needPlace {
+			l.acquire(ln) // unlocks
+			continue
+		}
 		l.mu.Unlock()
 		if batch == nil {
 			if wait <= 0 {
@@ -347,14 +383,54 @@ func (l *Lanes) run(ln *lane) {
 			}
 			continue
 		}
-		l.send(ln, batch, single)
+		l.send(ln, batch, single, place)
 	}
 }
 
+// needPlace is next's answer when the lane must first get a cluster-wide
+// in-flight place.
+const needPlace = time.Duration(-1)
+
+// acquire gets a cluster-wide in-flight place for the lane's next request
+// (for its earliest job), waiting without the lock held. Called with l.mu
+// held; returns with it released.
+func (l *Lanes) acquire(ln *lane) {
+	name, limit, due := ln.name, ln.route.MaxInFlight, ln.q[0].j.DueTime
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	release, err := l.places.Acquire(ctx, name, limit, due)
+	cancel()
+	l.mu.Lock()
+	switch {
+	case err == nil:
+		if ln.place != nil {
+			ln.place()
+		}
+		ln.place = release
+	case errors.Is(err, errors.ErrUnsupported):
+		if ln.shareUntil.IsZero() || l.clock().After(ln.shareUntil) {
+			l.log.Warn("the meta leader cannot hand out in-flight places (an older version?); this node holds its share of the route's max_in_flight", "route", name)
+		}
+		ln.shareUntil = l.clock().Add(time.Minute)
+	}
+	l.mu.Unlock()
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		time.Sleep(100 * time.Millisecond) // no owner now: ask again shortly
+	}
+}
+
+// globalCap reports whether the route's in-flight cap is held through
+// cluster-wide places: it is below the number of nodes that may deliver,
+// so shares of it would add up to more than the cap.
+func (l *Lanes) globalCap(ln *lane, rt *model.Route, now time.Time) bool {
+	return l.places != nil && rt.MaxInFlight > 0 && rt.MaxInFlight < int64(l.hosts()) && !now.Before(ln.shareUntil)
+}
+
 // next takes what the lane may send now: one job, or a batch, within the
-// rate limit and the in-flight cap. Otherwise it returns how long to wait
-// (0: until woken).
-func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wait time.Duration) {
+// rate limit and the in-flight cap, and the cluster-wide place it uses
+// (nil: none). Otherwise it returns how long to wait (0: until woken;
+// needPlace: get a place first).
+func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, place func(), wait time.Duration) {
 	if l.routeOf != nil {
 		if cur, ok := l.routeOf(ln.name); ok {
 			ln.route = *cur
@@ -363,8 +439,16 @@ func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wa
 	}
 	rt := &ln.route
 	share := l.share()
-	if rt.MaxInFlight > 0 && ln.inflight >= inFlightShare(rt.MaxInFlight, share) {
-		return nil, false, 0
+	global := l.globalCap(ln, rt, now)
+	switch {
+	case global && ln.place == nil:
+		return nil, false, nil, needPlace
+	case !global && ln.place != nil: // the cap or the cluster changed
+		ln.place()
+		ln.place = nil
+	}
+	if !global && rt.MaxInFlight > 0 && ln.inflight >= inFlightShare(rt.MaxInFlight, share, l.hosts()) {
+		return nil, false, nil, 0
 	}
 	n := 1
 	batched := rt.Batch.Set() && l.batch != nil
@@ -373,7 +457,7 @@ func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wa
 		if len(ln.q) < int(rt.Batch.MaxJobs) {
 			deadline := ln.q[0].at.Add(time.Duration(rt.Batch.MaxWaitMs) * time.Millisecond)
 			if d := deadline.Sub(now); d > 0 {
-				return nil, false, d
+				return nil, false, nil, d
 			}
 		}
 	}
@@ -384,7 +468,7 @@ func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wa
 		want := min(float64(n), math.Floor(burst))
 		ok, w := ln.bucket.take(want, now)
 		if !ok {
-			return nil, false, w
+			return nil, false, nil, w
 		}
 		n = int(want)
 	}
@@ -399,7 +483,8 @@ func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, wa
 		}
 	}
 	ln.inflight++
-	return batch, !batched, 0
+	place, ln.place = ln.place, nil
+	return batch, !batched, place, 0
 }
 
 // heldBackAfter is how long a job must have waited in its lane to count as
@@ -412,9 +497,17 @@ func rateShare(r model.RateLimit, share float64) (rate, burst float64) {
 	return r.PerSecond * share, max(1, math.Floor(float64(r.EffectiveBurst())*share))
 }
 
-// inFlightShare is a node's part of a route's in-flight cap, at least 1.
-func inFlightShare(n int64, share float64) int {
-	return max(1, int(math.Floor(float64(n)*share)))
+// inFlightShare is a node's part of a route's in-flight cap n when hosts
+// nodes may deliver: 1 each, and what is left over shared by the slots
+// each leads, rounded down, so the parts of all nodes add up to at most n.
+// A cap below the node count is held through places (globalCap); only
+// when the owner cannot give them does a node fall back to 1.
+func inFlightShare(n int64, share float64, hosts int) int {
+	h := int64(max(hosts, 1))
+	if n <= h {
+		return 1
+	}
+	return 1 + int(math.Floor(float64(n-h)*share))
 }
 
 // refund gives back the tokens of jobs the lane let go that were not sent
@@ -432,18 +525,22 @@ func (l *Lanes) refund(ln *lane, n int) {
 	ln.signal()
 }
 
-// done ends a request of the lane (in-flight cap).
-func (l *Lanes) done(ln *lane) {
+// done ends a request of the lane (in-flight cap), giving back its
+// cluster-wide place if it had one.
+func (l *Lanes) done(ln *lane, place func()) {
 	l.mu.Lock()
 	ln.inflight--
 	l.mu.Unlock()
+	if place != nil {
+		place()
+	}
 	ln.signal()
 }
 
 // send runs what next took on a fire worker, holding a fire-pool slot
 // while the request is open. The lane waits for the slot itself: a
 // saturated pool holds back the lane, not the scheduler loops.
-func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
+func (l *Lanes) send(ln *lane, batch []*pending, single bool, place func()) {
 	// A job whose scheduler began draining (a planned transfer) after it
 	// was queued goes back rather than out: the drain must not wait for
 	// the lane's limits.
@@ -458,7 +555,7 @@ func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
 		keep = append(keep, p)
 	}
 	if batch = keep; len(batch) == 0 {
-		l.done(ln)
+		l.done(ln, place)
 		return
 	}
 	p0 := batch[0]
@@ -473,12 +570,12 @@ func (l *Lanes) send(ln *lane, batch []*pending, single bool) {
 				if !sent {
 					l.refund(ln, 1)
 				}
-				l.done(ln)
+				l.done(ln, place)
 				p.s.settle(p.ctx, p.it.key, res, sent, p.tok)
 			})
 			return
 		}
-		l.fireBatch(ln, batch, slot)
+		l.fireBatch(ln, batch, slot, place)
 	})
 }
 
@@ -503,7 +600,7 @@ type readyJob struct {
 // fireBatch delivers a batch: it resolves each job, splits the batch by
 // signing secret (a route without its own signs with each job's
 // collection's), and sends each part.
-func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
+func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot, place func()) {
 	ready := make([]readyJob, 0, len(batch))
 	for _, p := range batch {
 		br, ok := p.s.r.(batchReplica)
@@ -546,7 +643,7 @@ func (l *Lanes) fireBatch(ln *lane, batch []*pending, slot *heldSlot) {
 		ready = rest
 	}
 	slot.release()
-	l.done(ln)
+	l.done(ln, place)
 }
 
 // sendPart sends jobs sharing a URL and secret in one POST and commits

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -216,10 +217,34 @@ func TestLaneShares(t *testing.T) {
 	for _, tc := range []struct {
 		n     int64
 		share float64
+		hosts int
 		want  int
-	}{{10, 1, 10}, {10, 0.5, 5}, {10, 1.0 / 3, 3}, {2, 1.0 / 12, 1}} {
-		if got := inFlightShare(tc.n, tc.share); got != tc.want {
-			t.Errorf("in flight %d share %v: %d, want %d", tc.n, tc.share, got, tc.want)
+	}{
+		{10, 1, 1, 10}, {10, 0.5, 2, 5}, {10, 1.0 / 3, 3, 3}, {2, 1.0 / 12, 3, 1},
+		{4, 10.0 / 12, 3, 1}, {4, 1.0 / 12, 3, 1}, {100, 5.0 / 12, 3, 41}, {1, 1, 1, 1}, {3, 1, 0, 3},
+	} {
+		if got := inFlightShare(tc.n, tc.share, tc.hosts); got != tc.want {
+			t.Errorf("in flight %d share %v hosts %d: %d, want %d", tc.n, tc.share, tc.hosts, got, tc.want)
+		}
+	}
+	// The parts of all nodes never add up to more than the cap, however
+	// the slots are split, when the cap is at least the node count (below
+	// it, the lanes take cluster-wide places instead).
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		hosts := 1 + rng.IntN(6)
+		n := int64(hosts + rng.IntN(40))
+		slotsN := 12 + rng.IntN(500)
+		led := make([]int, hosts)
+		for range slotsN {
+			led[rng.IntN(hosts)]++
+		}
+		sum := 0
+		for _, k := range led {
+			sum += inFlightShare(n, float64(k)/float64(slotsN), hosts)
+		}
+		if int64(sum) > n {
+			t.Fatalf("cap %d on %d nodes leading %v of %d slots: parts add up to %d", n, hosts, led, slotsN, sum)
 		}
 	}
 	var mu sync.Mutex
