@@ -329,3 +329,38 @@ func TestHolderOverTheWire(t *testing.T) {
 		t.Fatalf("older owner: %v", err)
 	}
 }
+
+// TestOwnerTurnsAwayDeadNodes: a place that comes free is not granted to
+// a waiting request of a node the liveness check judges dead (paused, cut
+// off): it could not use it, and the route would wait for the lease to
+// expire. The next waiter gets it; the dead node's request is told to ask
+// again.
+func TestOwnerTurnsAwayDeadNodes(t *testing.T) {
+	o := NewOwner(OwnerConfig{Self: "a", Logger: quiet, Dead: func(n string) bool { return n == "p" }})
+	lead(t, o)
+	ctx := context.Background()
+	if err := o.Acquire(ctx, "r", 1, 0, key("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan result, 2)
+	acquireAsync(o, ctx, "paused", "r", 1, 10, key("p", 1), ch)
+	nothingFor(t, ch, 30*time.Millisecond)
+	acquireAsync(o, ctx, "alive", "r", 1, 20, key("c", 1), ch)
+	nothingFor(t, ch, 30*time.Millisecond)
+	o.Release("r", key("b", 1))
+	got := map[string]error{}
+	for range 2 {
+		select {
+		case r := <-ch:
+			got[r.name] = r.err
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %v returned", got)
+		}
+	}
+	if !errors.Is(got["paused"], errJudgedDead) || got["alive"] != nil {
+		t.Fatalf("paused: %v, alive: %v", got["paused"], got["alive"])
+	}
+	if h := o.Held("r"); h != 1 {
+		t.Fatalf("held %d, want 1", h)
+	}
+}

@@ -12,12 +12,16 @@ import (
 // Hold is how long a lease lives without a renewal. A holder renews the
 // leases it keeps every RenewEvery.
 const (
-	Hold       = 10 * time.Second
-	RenewEvery = 3 * time.Second
+	Hold       = 5 * time.Second
+	RenewEvery = 1500 * time.Millisecond
 )
 
 // censusTimeout bounds the wait for one node's census answer.
 const censusTimeout = time.Second
+
+// errJudgedDead turns away a request whose node the owner's liveness
+// check judges dead; the node, if it is alive after all, asks again.
+var errJudgedDead = errors.New("inflight: the owner judges the asking node dead; ask again")
 
 // ErrNotOwner: this node does not grant leases now (it is not the meta
 // leader, or it lost its majority).
@@ -50,6 +54,10 @@ type OwnerConfig struct {
 	// census.
 	Peers  func() map[string]string
 	Census Census
+	// Dead reports a member the liveness check judges dead (paused, cut
+	// off): its waiting requests are turned away rather than granted a
+	// place it could not use, which would hold the route for Hold.
+	Dead func(node string) bool
 	// Local answers this node's own census (its Holder).
 	Local func() []LeaseRef
 	Clock func() time.Time // monotonic use only; default time.Now
@@ -88,8 +96,9 @@ type waiter struct {
 	key     Key
 	due     int64 // the trigger time of the job it is for (ms): earlier goes first
 	seq     uint64
-	ch      chan struct{} // closed when granted
+	ch      chan struct{} // closed when granted or turned away
 	granted bool
+	refused bool // turned away: its node is judged dead
 	idx     int
 }
 
@@ -259,6 +268,9 @@ func (o *Owner) Acquire(ctx context.Context, route string, max int64, due int64,
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if w.refused {
+		return errJudgedDead
+	}
 	return ErrNotOwner // the term ended
 }
 
@@ -331,6 +343,11 @@ func (o *Owner) pumpLocked(rs *routeState, now time.Time) {
 	}
 	for len(rs.waiters) > 0 && int64(len(rs.held)) < rs.cap {
 		w := heap.Pop(&rs.waiters).(*waiter)
+		if w.key.Node != o.cfg.Self && o.cfg.Dead != nil && o.cfg.Dead(w.key.Node) {
+			w.refused = true
+			close(w.ch)
+			continue
+		}
 		w.granted = true
 		rs.held[w.key] = now.Add(o.cfg.Hold)
 		close(w.ch)

@@ -197,7 +197,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.fireSlots = make(chan struct{}, cfg.FireConcurrency)
 	n.targets = slot.NewTargets(cfg.FirePerTarget)
 	n.places = inflight.NewOwner(inflight.OwnerConfig{
-		Self: n.id.NodeID, Peers: n.livePeers, Census: inflight.CensusOver(n.rpc), Logger: n.log,
+		Self: n.id.NodeID, Peers: n.livePeers, Census: inflight.CensusOver(n.rpc), Dead: n.live.Dead, Logger: n.log,
 		Serving: func() bool { return n.fwd != nil && n.fwd.MetaQuorate() },
 		Local:   func() []inflight.LeaseRef { return n.holder.Held() },
 	})
