@@ -294,6 +294,21 @@ func TestConsole(t *testing.T) {
 			!!document.querySelector('[data-testid=routes]') && document.querySelector('[data-testid=routes]').textContent.includes('billing')`, 15*time.Second))
 	shot.take(ctx, "console-collections.png")
 
+	// The footer's OpenAPI link: under --auth-file a plain link would get
+	// a 401; the console fetches the document with its token and opens it.
+	var opened bool
+	step(t, ctx, "the OpenAPI link fetches with the token", 15*time.Second,
+		chromedp.Evaluate(`window.__opened = ""; window.__blob = null;
+			URL.createObjectURL = (b) => { window.__blob = b; return "blob:test"; };
+			window.open = (u) => { window.__opened = u; return null; }; true`, nil),
+		chromedp.Click("[data-testid=link-openapi]", chromedp.ByQuery),
+		until(`window.__opened === "blob:test" && !!window.__blob`, 10*time.Second),
+		chromedp.Evaluate(`window.__blob.text().then(t => JSON.parse(t).openapi === "3.1.0")`, &opened,
+			func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if !opened {
+		t.Error("the OpenAPI link did not open the document")
+	}
+
 	// 4. Job search: status filter and cursor paging (25 = 10 + 10 + 5).
 	step(t, ctx, "job search, first page", 15*time.Second,
 		chromedp.Navigate(base+"/ui/#/jobs?c="+coll+"&status=scheduled&limit=10&from="+laterFrom),

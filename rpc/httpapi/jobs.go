@@ -89,6 +89,11 @@ func (s *Server) createJobs(r *request) {
 	}
 	status, job, e := s.outcome(coll, in[0], res[0])
 	if e != nil {
+		if e.Kind == model.KindConflict && job != nil && e.Job == nil {
+			c := *e // the existing job goes with the 409 (docs/api.md "Idempotency")
+			c.Job = job
+			e = &c
+		}
 		s.fail(r, e)
 		return
 	}
@@ -265,6 +270,16 @@ func setETag(ctx *fasthttp.RequestCtx, version uint64) {
 	}
 }
 
+// noIfMatch refuses If-Match on a DELETE: a delete is not conditional
+// here (the state machine's delete takes no version), and ignoring the
+// header would delete what the client meant to keep if it had changed.
+func noIfMatch(r *request, what string) *model.Error {
+	if len(r.ctx.Request.Header.Peek("If-Match")) == 0 {
+		return nil
+	}
+	return model.Invalid("a DELETE of a %s does not take If-Match: it deletes whatever version is there; to delete only an unchanged %s, read it and compare its version first", what, what)
+}
+
 // parseIfMatch reads If-Match of a PUT of what (a job, a schedule): a
 // version as a decimal, quoted ("3", as ETag sends it) or weak (W/"3"). 0
 // means no header.
@@ -378,6 +393,9 @@ func (s *Server) getJob(r *request) {
 // deleteJob is DELETE /v1/collections/{c}/jobs/{id}.
 func (s *Server) deleteJob(r *request) {
 	coll, id, e := jobParams(r)
+	if e == nil {
+		e = noIfMatch(r, "job")
+	}
 	if e != nil {
 		writeError(r.ctx, e)
 		return

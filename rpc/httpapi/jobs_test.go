@@ -217,6 +217,19 @@ func TestCreateJobOutcomes(t *testing.T) {
 				if code, _ := r.errorBody(t); code != tc.code {
 					t.Fatalf("code %s", code)
 				}
+				// A 409 carries the existing job next to the error
+				// (docs/api.md "Idempotency"), as a batch item's does.
+				var withJob struct {
+					Job *struct {
+						ID string `json:"id"`
+					} `json:"job"`
+				}
+				if err := json.Unmarshal(r.body, &withJob); err != nil {
+					t.Fatal(err)
+				}
+				if (withJob.Job != nil && withJob.Job.ID == "a") != (tc.status == 409) {
+					t.Fatalf("job next to the error: %s", r.body)
+				}
 				return
 			}
 			var j struct {
@@ -696,4 +709,27 @@ func FuzzDecodeCursor(f *testing.F) {
 			t.Fatalf("%q decodes to %+v which encodes to %q", s, p, again)
 		}
 	})
+}
+
+// A DELETE with If-Match is refused before it reaches the backend: the
+// delete is unconditional, and ignoring the header would delete a job or
+// schedule the client meant to keep if it had changed.
+func TestDeleteRefusesIfMatch(t *testing.T) {
+	for _, uri := range []string{jobsURI + "/j", "/v1/collections/orders/schedules/s"} {
+		f := &fakeBackend{}
+		h := newTestServer(f).Handler()
+		r := do(h, "DELETE", uri, "", "If-Match", "3")
+		if r.status != 400 {
+			t.Fatalf("DELETE %s with If-Match: %d %s", uri, r.status, r.body)
+		}
+		if code, msg := r.errorBody(t); code != CodeInvalidArgument || !strings.Contains(msg, "If-Match") {
+			t.Fatalf("DELETE %s: %s %s", uri, code, msg)
+		}
+		if len(f.calls) != 0 {
+			t.Fatalf("DELETE %s with If-Match reached the backend: %v", uri, f.calls)
+		}
+		if r := do(h, "DELETE", uri, ""); r.status != 204 {
+			t.Fatalf("DELETE %s: %d %s", uri, r.status, r.body)
+		}
+	}
 }

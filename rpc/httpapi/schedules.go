@@ -278,6 +278,9 @@ func (s *Server) getSchedule(r *request) {
 // deleteSchedule is DELETE /v1/collections/{c}/schedules/{id}.
 func (s *Server) deleteSchedule(r *request) {
 	coll, id, e := scheduleParams(r)
+	if e == nil {
+		e = noIfMatch(r, "schedule")
+	}
 	if e != nil {
 		writeError(r.ctx, e)
 		return

@@ -108,6 +108,17 @@ func TestBadExamplesAreCaught(t *testing.T) {
 		{"Error", `{"error":{"code":"nope","message":"m"}}`},
 		{"Duration", `"5 minutes"`},
 		{"RetryPolicy", `{"max_attempts":0}`},
+		{"RetryPolicy", `{"max_attempts":1001}`},
+		{"RetryPolicy", `{"multiplier":101}`},
+		// Exactly one of trigger_time / delay, and of callback_url / route.
+		{"JobSpec", `{"id":"a","callback_url":"https://x"}`},
+		{"JobSpec", `{"id":"a","callback_url":"https://x","trigger_time":1,"delay":"1s"}`},
+		{"JobSpec", `{"id":"a","trigger_time":1}`},
+		{"JobSpec", `{"id":"a","trigger_time":1,"callback_url":"https://x","route":"r"}`},
+		// Redrive by ids or by a range, not both, not neither.
+		{"RedriveRequest", `{}`},
+		{"RedriveRequest", `{"ids":[]}`},
+		{"RedriveRequest", `{"ids":["a"],"from":1}`},
 	} {
 		sch, err := c.Compile(resource + "#/components/schemas/" + tc.schema)
 		if err != nil {
@@ -266,6 +277,34 @@ func TestPlannedExamplesValidate(t *testing.T) {
 		}
 		if err := sch.Validate(ex.value); err != nil {
 			t.Errorf("the example at %s (planned.json) does not match its schema:\n%v", ex.at, err)
+		}
+	}
+}
+
+// Bodies the server accepts validate: a job as GET returns it can be sent
+// back (its read-only fields are accepted and ignored), and a redrive by a
+// range may leave out either bound.
+func TestAcceptedBodiesValidate(t *testing.T) {
+	doc := parse(t)
+	c := compiler(t, doc)
+	for _, tc := range []struct{ schema, value string }{
+		{"JobSpec", `{"id":"a","callback_url":"https://x","delay":"90s"}`},
+		{"JobSpec", `{"id":"a","route":"r","trigger_time":1767225600000,"collection":"c","status":"succeeded","attempts":1,"last_error":"","version":3,"created_at":1,"updated_at":2,"finished_at":3}`},
+		{"RedriveRequest", `{"ids":["a","b"]}`},
+		{"RedriveRequest", `{"from":1}`},
+		{"RedriveRequest", `{"from":1,"to":2}`},
+		{"RetryPolicy", `{"max_attempts":1000,"multiplier":100}`},
+	} {
+		sch, err := c.Compile(resource + "#/components/schemas/" + tc.schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.Validate(v); err != nil {
+			t.Errorf("%s rejected %s: %v", tc.schema, tc.value, err)
 		}
 	}
 }

@@ -537,6 +537,21 @@ function whoami() {
   document.getElementById("signout").classList.toggle("hidden", !has);
 }
 
+// The footer's links to the API description and /metrics need a token
+// under --auth-file, which a plain link does not send: the console fetches
+// them with its token (asking for one on a 401) and opens the answer.
+for (const a of document.querySelectorAll("a[data-api]")) {
+  a.addEventListener("click", async (ev) => {
+    ev.preventDefault();
+    try {
+      const text = await get(a.getAttribute("href"), { raw: true });
+      window.open(URL.createObjectURL(new Blob([text], { type: a.dataset.api })), "_blank");
+    } catch (e) {
+      banner(e.message);
+    }
+  });
+}
+
 window.addEventListener("hashchange", route);
 document.addEventListener("tm-token", () => { collectionsCache = null; whoami(); });
 document.getElementById("signout").addEventListener("click", () => { forgetToken(); whoami(); location.reload(); });
