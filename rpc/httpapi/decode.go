@@ -19,8 +19,8 @@ import (
 // "trigger_tme" is an error instead of a silently ignored field.
 type object []member
 
-// get returns the raw value of member name; like encoding/json, the last of
-// duplicate members wins.
+// get returns the raw value of member name; the last of duplicate members
+// wins (fieldSet.check refuses duplicates of the members it knows).
 func (o object) get(name string) ([]byte, bool) {
 	for i := len(o) - 1; i >= 0; i-- {
 		if o[i].key == name {
@@ -132,9 +132,17 @@ func newFieldSet(known, ignored []string) *fieldSet {
 // likely typo of a known one.
 func (fs *fieldSet) check(prefix string, o object) *model.Error {
 	var unknown []string
-	for _, m := range o {
+	for i, m := range o {
 		if !fs.all[m.key] {
 			unknown = append(unknown, m.key)
+		}
+		// A member given twice is refused rather than read as the last
+		// one (what encoding/json does): with two ids or two trigger
+		// times, which one the client meant is a guess.
+		for _, prev := range o[:i] {
+			if prev.key == m.key && fs.all[m.key] {
+				return model.Invalid("field %q appears twice in %s; give it once", prefix+m.key, fieldsWhere(prefix))
+			}
 		}
 	}
 	if len(unknown) == 0 {
@@ -142,14 +150,19 @@ func (fs *fieldSet) check(prefix string, o object) *model.Error {
 	}
 	sort.Strings(unknown)
 	k := unknown[0]
-	where := "the request body"
-	if prefix != "" {
-		where = strings.TrimSuffix(prefix, ".")
-	}
+	where := fieldsWhere(prefix)
 	if s := suggest(k, fs.known); s != "" {
 		return model.Invalid("unknown field %q in %s (did you mean %q?)", prefix+k, where, s)
 	}
 	return model.Invalid("unknown field %q in %s; the fields are: %s", prefix+k, where, strings.Join(fs.known, ", "))
+}
+
+// fieldsWhere names the object a fieldSet checks, for messages.
+func fieldsWhere(prefix string) string {
+	if prefix == "" {
+		return "the request body"
+	}
+	return strings.TrimSuffix(prefix, ".")
 }
 
 // suggest returns the known name closest to k when it is close enough to

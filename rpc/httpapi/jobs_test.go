@@ -33,6 +33,8 @@ func TestCreateJobValidation(t *testing.T) {
 		{"number body", `42`, 400, CodeInvalidArgument, "JSON object"},
 		{"unknown field typo", `{"trigger_tme":1,"callback_url":"http://x"}`, 400, CodeInvalidArgument, `unknown field "trigger_tme" in the request body (did you mean "trigger_time"?)`},
 		{"unknown field", `{"trigger_time":1,"callback_url":"http://x","colour":"red"}`, 400, CodeInvalidArgument, `unknown field "colour"`},
+		{"duplicate field", `{"id":"a","id":"b","trigger_time":1,"callback_url":"http://x"}`, 400, CodeInvalidArgument, `field "id" appears twice in the request body`},
+		{"duplicate nested field", `{"trigger_time":1,"callback_url":"http://x","retry_policy":{"max_attempts":3,"max_attempts":9}}`, 400, CodeInvalidArgument, `field "retry_policy.max_attempts" appears twice in retry_policy`},
 		{"case-different field", `{"Trigger_Time":1,"callback_url":"http://x"}`, 400, CodeInvalidArgument, `did you mean "trigger_time"`},
 		{"neither trigger", `{"callback_url":"http://x"}`, 400, CodeInvalidArgument, "trigger_time is missing"},
 		{"both triggers", `{"trigger_time":1,"delay":"1s","callback_url":"http://x"}`, 400, CodeInvalidArgument, "conflicting"},
