@@ -23,7 +23,7 @@ var layers = [][]string{
 	{"meta", "slot"},
 	{"raftgroup"},
 	{"raftfsm"},
-	{"dht", "storage", "liveness"},
+	{"dht", "storage", "liveness", "inflight"},
 	{"rpc/httpapi"},
 	{"rpc/beat"},
 	{"rpc/webhook", "rpc/peer", "rpc/console", "rpc/openapi"},

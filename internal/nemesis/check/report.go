@@ -25,6 +25,7 @@ type Report struct {
 	Lin        LinResult
 	Fire       FireResult
 	Failover   FailoverResult
+	InFlight   InFlightResult
 	Unrecovery []string // cycles after which the cluster did not become healthy again
 	Observed   []string // contract violations the runner saw during the cycles
 }
@@ -51,7 +52,17 @@ func Run(h *history.History, opt Options) Report {
 		r.ByOutcome[k]++
 	}
 	r.Lin = Linearizability(h, opt.Lin)
-	r.Fire = Fires(h, opt.Fire)
+	// The capped route's deliveries are not the workload's jobs: the fire
+	// checker sees the rest, the in-flight checker those.
+	plain := *h
+	plain.Deliveries = nil
+	for _, d := range h.Deliveries {
+		if d.Route == "" {
+			plain.Deliveries = append(plain.Deliveries, d)
+		}
+	}
+	r.Fire = Fires(&plain, opt.Fire)
+	r.InFlight = InFlight(h)
 	r.Failover = Failovers(h, opt.FailoverTarget)
 	for _, c := range h.Cycles {
 		if !c.Recovered {
@@ -66,7 +77,7 @@ func Run(h *history.History, opt Options) Report {
 
 // Violations counts every contract violation and missed target.
 func (r Report) Violations() int {
-	return len(r.Lin.Violations) + len(r.Lin.ErrorsThatTookEffect) + r.Fire.Violations() + r.Failover.Violations() + len(r.Unrecovery) + len(r.Observed)
+	return len(r.Lin.Violations) + len(r.Lin.ErrorsThatTookEffect) + r.Fire.Violations() + r.Failover.Violations() + len(r.InFlight.Outside) + len(r.Unrecovery) + len(r.Observed)
 }
 
 // Summary lines, one per finding category, for the report's head and the
@@ -87,6 +98,7 @@ func (r Report) Summary() []string {
 		line(len(r.Fire.ResentOnClose), "attempts re-sent at once after the receiver closed without answering"),
 		line(len(r.Fire.Stray)+len(r.Fire.BadHeaders), "stray deliveries / bad headers"),
 		line(r.Failover.Violations(), fmt.Sprintf("failovers over %v or never", r.Failover.Target)),
+		line(len(r.InFlight.Outside), "moments above the capped route's max_in_flight outside any fault's window"),
 		line(len(r.Unrecovery), "cycles after which the cluster did not recover"),
 		line(len(r.Observed), "other contract violations seen by the runner"),
 	}
@@ -125,6 +137,10 @@ func (r Report) Write(w io.Writer, perKind int) {
 		p("lateness (first delivery) during %-18s %s", k+":", f.Lateness[k])
 	}
 	p("failover (fault → every slot the victim led writable): %s; target %v", r.Failover.All, r.Failover.Target)
+	if in := r.InFlight; in.Cap > 0 {
+		p("capped route (max_in_flight %d): %d deliveries, at most %d open at once; above the cap within a fault's window (allowed): %d",
+			in.Cap, in.Deliveries, in.MaxOpen, len(in.InWindow))
+	}
 	var fk []string
 	for k := range r.Failover.ByFault {
 		fk = append(fk, k)
@@ -192,6 +208,8 @@ func (r Report) Write(w io.Writer, perKind int) {
 	list("attempts re-sent at once after the receiver closed without answering", dups(f.ResentOnClose))
 	list("stray deliveries", f.Stray)
 	list("bad headers", f.BadHeaders)
+	list("above the capped route's max_in_flight outside any fault window", r.InFlight.Outside)
+	list("above the capped route's max_in_flight within a fault window (allowed)", r.InFlight.InWindow)
 	list("failover over target", r.Failover.OverTarget)
 	list("failover never completed", r.Failover.Never)
 	list("failover not observed (healed before the target)", r.Failover.Inconclusive)

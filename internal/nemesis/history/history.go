@@ -154,6 +154,10 @@ type Delivery struct {
 	Answer string `json:"answer"`
 	// Bad describes a request that did not decode as a callback.
 	Bad string `json:"bad,omitempty"`
+	// Route is set for the capped route's deliveries (its jobs are not
+	// the workload's: the in-flight checker reads them, the fire checker
+	// does not).
+	Route string `json:"route,omitempty"`
 }
 
 // Key is the delivered job's collection/id.
@@ -248,6 +252,10 @@ type Meta struct {
 	// DrainedUntil (Unix ns): the run waited for deliveries until then;
 	// jobs due later owe none (0: the run did not finish).
 	DrainedUntil int64 `json:"drained_until,omitempty"`
+	// RouteMaxInFlight is the capped route's max_in_flight (0: the run
+	// had none); RouteGraceMs how long after a fault an excess is allowed.
+	RouteMaxInFlight int   `json:"route_max_in_flight,omitempty"`
+	RouteGraceMs     int64 `json:"route_grace_ms,omitempty"`
 }
 
 // History is a whole run, loaded back.

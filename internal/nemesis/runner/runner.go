@@ -61,6 +61,11 @@ const (
 	drainAfterLast   = 60 * time.Second
 	quietAfterDrain  = 3 * time.Second
 	finalReadClients = 4
+	// The capped route: its cap, and how long after a fault the checker
+	// allows it exceeded (a place lives 5 s unrenewed, inflight.Hold).
+	routeName  = "capped"
+	routeCap   = 1
+	routeGrace = 6 * time.Second
 )
 
 type run struct {
@@ -280,15 +285,23 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.createCollection(ctx); err != nil {
 		return err
 	}
+	if err := r.createRoute(ctx); err != nil {
+		return err
+	}
 	r.saveMeta()
 
 	r.wl = workload.New(workload.Config{Coll: coll, Clients: cfg.Clients, Seed: cfg.Seed, CallbackURL: r.rcv.URL(),
 		CallbackTimeout: callbackTimeout, TriggerMin: 200 * time.Millisecond, TriggerMax: 4 * time.Second, PastFraction: 0.1,
 		ThinkMin: 20 * time.Millisecond, ThinkMax: 80 * time.Millisecond, CreateRetries: 1},
 		rec, cl.Client(6*time.Second), r.targets)
+	capped := &workload.Capped{Route: routeName, Coll: "default", Every: 100 * time.Millisecond,
+		TriggerMin: 300 * time.Millisecond, TriggerMax: 1500 * time.Millisecond, Seed: cfg.Seed,
+		Client: cl.Client(3 * time.Second), Targets: r.targets}
 	wctx, stopWork := context.WithCancel(ctx)
 	workDone := make(chan struct{})
 	go func() { defer close(workDone); r.wl.Run(wctx) }()
+	cappedDone := make(chan struct{})
+	go func() { defer close(cappedDone); capped.Run(wctx) }()
 	sleepCtx(ctx, 2*time.Second) // a steady state first
 
 	for _, s := range steps {
@@ -305,7 +318,9 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	stopWork()
 	<-workDone
-	r.printf("workload stopped: %d jobs written, %d deliveries so far", len(r.wl.Jobs()), r.rcv.Count())
+	<-cappedDone
+	r.printf("workload stopped: %d jobs written, %d deliveries so far; capped route: %d jobs created, %d creates refused or unanswered",
+		len(r.wl.Jobs()), r.rcv.Count(), capped.Created, capped.Failed)
 
 	// Everything healed, then wait for what is owed.
 	r.repair(ctx)
@@ -428,6 +443,22 @@ func (r *run) createCollection(ctx context.Context) error {
 			sleepCtx(ctx, 20*time.Millisecond)
 		}
 	}
+	return nil
+}
+
+// createRoute puts the capped route: max_in_flight 1, below the node
+// count, so every request takes a place from the meta leader (package
+// inflight); the in-flight checker counts its requests open at once.
+func (r *run) createRoute(ctx context.Context) error {
+	members := r.cl.Members()
+	body := map[string]any{"webhook_url": r.rcv.URL() + workload.RoutePath, "max_in_flight": routeCap, "timeout": callbackTimeout.String()}
+	st, b, err := r.cl.Do(ctx, members[0], "PUT", "/v1/routes/"+routeName, body)
+	if err != nil || (st != http.StatusCreated && st != http.StatusOK) {
+		return fmt.Errorf("PUT /v1/routes/%s: %d %s %v", routeName, st, b, err)
+	}
+	r.mu.Lock()
+	r.meta.RouteMaxInFlight, r.meta.RouteGraceMs = routeCap, routeGrace.Milliseconds()
+	r.mu.Unlock()
 	return nil
 }
 

@@ -123,6 +123,10 @@ func mix(x uint64) uint64 {
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 	d := history.Delivery{Recv: r.clock.Now(), IdemKey: req.Header.Get("Idempotency-Key")}
+	if req.URL.Path == RoutePath {
+		r.serveRoute(w, req, body, d)
+		return
+	}
 	if ip, _, e := net.SplitHostPort(req.RemoteAddr); e == nil {
 		d.FromAddr = ip
 		if r.from != nil {
@@ -190,6 +194,32 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		w.WriteHeader(http.StatusOK)
 	}
+	d.Reply = r.clock.Now()
+	r.rec.Delivery(d)
+}
+
+// serveRoute answers the capped route's callbacks: each is held open for
+// RouteHold, then answered 200, and recorded with its route so the
+// in-flight checker can count the requests open at once.
+func (r *Receiver) serveRoute(w http.ResponseWriter, req *http.Request, body []byte, d history.Delivery) {
+	d.Route = "capped"
+	var p payload
+	if json.Unmarshal(body, &p) == nil {
+		d.Coll, d.JobID, d.Trigger, d.Attempt = p.Collection, p.ID, p.TriggerTime, p.Attempt
+	}
+	if ip, _, e := net.SplitHostPort(req.RemoteAddr); e == nil {
+		d.FromAddr = ip
+		if r.from != nil {
+			d.From = r.from(ip)
+		}
+	}
+	r.mu.Lock()
+	r.seq++
+	d.Seq = r.seq
+	r.mu.Unlock()
+	time.Sleep(RouteHold)
+	w.WriteHeader(http.StatusOK)
+	d.Answer = "200"
 	d.Reply = r.clock.Now()
 	r.rec.Delivery(d)
 }
