@@ -159,6 +159,14 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// ConfigError is a Config that cannot work whatever the machine (a flag
+// out of range, flags that go together given apart): the command line's
+// mistake, which the CLI reports as a usage error (exit 2).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
 // validate checks what can be checked before touching the disk.
 func (c *Config) validate() error {
 	if c.NodeID != "" && !nodeIDRe.MatchString(c.NodeID) {

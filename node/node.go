@@ -110,7 +110,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, &ConfigError{Err: err}
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, slots: slot.NewRegistry(), wired: make(chan struct{}), clustered: make(chan struct{}),

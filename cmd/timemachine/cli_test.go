@@ -51,6 +51,10 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"admin", "rebalance", "--wait", "--timeout=-1m"}, "--timeout -1m0s: must be greater than zero"},
 		{[]string{"bench", "--concurrency", "0"}, "--concurrency 0: must be greater than zero"},
 		{[]string{"server", "--slots", "-1"}, "--slots -1: must be greater than zero"},
+		// The server's own checks of its flags are usage errors too.
+		{[]string{"server", "--log-level", "loud"}, `--log-level "loud": use debug, info, warn or error`},
+		{[]string{"server", "--max-meta-bytes", "20000000", "--data-dir", "/nonexistent/never-created"}, "--max-meta-bytes 20000000: must be at most"},
+		{[]string{"server", "--tls-cert", "c.pem", "--data-dir", "/nonexistent/never-created"}, "--tls-cert and --tls-key go together"},
 		{[]string{"admin", "status", "-o", "yaml"}, `-o/--output "yaml": want table or json`},
 		{[]string{"admin", "status", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"job", "get"}, "accepts 1 arg(s), received 0"},

@@ -38,7 +38,7 @@ keeping its data in ./data. Every flag also reads TIMEMACHINE_<FLAG>
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logLevel, logFormat)
 			if err != nil {
-				return err
+				return usageErr(err)
 			}
 			slog.SetDefault(log)
 			tune.GC(0)
@@ -127,6 +127,9 @@ func runServer(cfg node.Config, log *slog.Logger) error {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 	n, err := node.Start(cfg)
+	if ce := (*node.ConfigError)(nil); errors.As(err, &ce) {
+		return usageErr(err)
+	}
 	if err != nil {
 		return err
 	}
