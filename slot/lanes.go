@@ -440,10 +440,7 @@ func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, pl
 	rt := &ln.route
 	share := l.share()
 	global := l.globalCap(ln, rt, now)
-	switch {
-	case global && ln.place == nil:
-		return nil, false, nil, needPlace
-	case !global && ln.place != nil: // the cap or the cluster changed
+	if !global && ln.place != nil { // the cap or the cluster changed
 		ln.place()
 		ln.place = nil
 	}
@@ -471,6 +468,17 @@ func (l *Lanes) next(ln *lane, now time.Time) (batch []*pending, single bool, pl
 			return nil, false, nil, w
 		}
 		n = int(want)
+		if global && ln.place == nil {
+			// The tokens go back until the place is in hand: the next
+			// pass takes them again.
+			ln.bucket.tokens = min(ln.bucket.burst, ln.bucket.tokens+want)
+		}
+	}
+	// A cluster-wide place is asked for last, once the batch is full (or
+	// has waited its max_wait) and the rate limit lets it go, so that a
+	// place is not held idle while the lane waits for either.
+	if global && ln.place == nil {
+		return nil, false, nil, needPlace
 	}
 	batch = make([]*pending, n)
 	for i := range batch {

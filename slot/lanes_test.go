@@ -2,11 +2,13 @@ package slot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -286,4 +288,98 @@ func TestLanesLimitRaised(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// fakePlaces is a cluster's in-flight places on one node: a semaphore of
+// max places, recording how long each place is held.
+type fakePlaces struct {
+	mu          sync.Mutex
+	held, peak  int
+	acquired    int
+	holds       []time.Duration
+	unsupported bool
+}
+
+func (p *fakePlaces) Acquire(ctx context.Context, route string, limit, due int64) (func(), error) {
+	if p.unsupported {
+		return nil, fmt.Errorf("older owner: %w", errors.ErrUnsupported)
+	}
+	for {
+		p.mu.Lock()
+		if int64(p.held) < limit {
+			p.held++
+			p.acquired++
+			p.peak = max(p.peak, p.held)
+			p.mu.Unlock()
+			start := time.Now()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					p.mu.Lock()
+					p.held--
+					p.holds = append(p.holds, time.Since(start))
+					p.mu.Unlock()
+				})
+			}, nil
+		}
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+
+// TestLanesClusterPlaces: a route whose max_in_flight is below the number
+// of nodes takes a place for each request (InFlightPlaces), asked for only
+// once the rate limit lets the request go — a place is not held idle
+// through the limiter's waits — and gives it back when the request ends.
+// An owner that does not know the protocol leaves the lane on its share.
+func TestLanesClusterPlaces(t *testing.T) {
+	for _, unsupported := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsupported=%v", unsupported), func(t *testing.T) {
+			f := newFakeReplica(time.Now)
+			now := time.Now().UnixMilli()
+			const n = 30
+			for i := 0; i < n; i++ {
+				f.add(fmt.Sprintf("j%02d", i), now-100)
+			}
+			f.off = now - 1000
+			f.fireHook = func(ctx context.Context, e storage.DueEntry) []byte {
+				time.Sleep(2 * time.Millisecond)
+				return []byte("ack " + e.ID)
+			}
+			places := &fakePlaces{unsupported: unsupported}
+			lanes := NewLanes(LanesConfig{Hosts: func() int { return 3 }, InFlight: places})
+			// 20/s with a burst of 1: a token every 50 ms, 25 times the
+			// callback's time.
+			startPacedSched(t, f, lanes, &model.Route{Name: "r", MaxInFlight: 1, RateLimit: model.RateLimit{PerSecond: 20, Burst: 1}})
+			testutil.Eventually(t, 20*time.Second, "every outcome committed", func() error {
+				if c := f.commitCount(); c != n {
+					return fmt.Errorf("%d commits", c)
+				}
+				return nil
+			})
+			places.mu.Lock()
+			defer places.mu.Unlock()
+			if unsupported {
+				if places.acquired != 0 {
+					t.Fatalf("%d places taken from an owner that does not hand them out", places.acquired)
+				}
+				return
+			}
+			if places.acquired != n || places.peak != 1 || places.held != 0 {
+				t.Fatalf("acquired %d, at most %d held, %d still held; want %d, 1, 0", places.acquired, places.peak, places.held, n)
+			}
+			holds := slices.Clone(places.holds)
+			slices.Sort(holds)
+			med := holds[len(holds)/2]
+			t.Logf("a place held %v (median) for a 2 ms callback", med)
+			if med > 25*time.Millisecond {
+				t.Fatalf("a place was held %v (median) for a 2 ms callback: held through the rate limit's waits", med)
+			}
+		})
+	}
 }
