@@ -331,7 +331,6 @@ func (p *fakePlaces) Acquire(ctx context.Context, route string, limit, due int64
 	}
 }
 
-
 // TestLanesClusterPlaces: a route whose max_in_flight is below the number
 // of nodes takes a place for each request (InFlightPlaces), asked for only
 // once the rate limit lets the request go — a place is not held idle
