@@ -86,6 +86,9 @@ func TestOwnerGrantsUpToCapEarliestDueFirst(t *testing.T) {
 	if h := o.Held("r"); h != 2 {
 		t.Fatalf("held %d, want 2", h)
 	}
+	if st := o.Stats(); st["r"] != (RouteStats{Held: 2, Waiting: 2}) || len(st) != 1 {
+		t.Fatalf("stats %+v", st)
+	}
 	// Another route has places of its own.
 	if err := o.Acquire(ctx, "other", 1, 900, key("a", 9)); err != nil {
 		t.Fatal(err)

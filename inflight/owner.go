@@ -304,6 +304,25 @@ func (o *Owner) Renew(node string, refs []LeaseRef) error {
 	return nil
 }
 
+// RouteStats is one route's places on the owner.
+type RouteStats struct {
+	Held, Waiting int
+}
+
+// Stats returns the places held and the requests waiting, by route (empty
+// when this node is not the owner).
+func (o *Owner) Stats() map[string]RouteStats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]RouteStats, len(o.routes))
+	for name, rs := range o.routes {
+		if len(rs.held) > 0 || len(rs.waiters) > 0 {
+			out[name] = RouteStats{Held: len(rs.held), Waiting: len(rs.waiters)}
+		}
+	}
+	return out
+}
+
 // Held returns how many leases of route are counted now (tests, metrics).
 func (o *Owner) Held(route string) int {
 	o.mu.Lock()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -335,6 +336,34 @@ func TestInFlightCapAcrossThreeNodes(t *testing.T) {
 	const jobs = 36
 	createRouted(t, tc.nodes[1], "a", "one", jobs, trig)
 	createRouted(t, tc.nodes[2], "b", "two", jobs, trig)
+	// While they are delivered, the meta leader reports the places it
+	// counts (timemachine_route_places_held).
+	testutil.Eventually(t, 30*time.Second, "the meta leader reports route one's place", func() error {
+		for _, n := range tc.live() {
+			if !n.meta.IsLeader() {
+				continue
+			}
+			fams, err := n.metrics.reg.Gather()
+			if err != nil {
+				return err
+			}
+			for _, f := range fams {
+				if f.GetName() != "timemachine_route_places_held" {
+					continue
+				}
+				for _, m := range f.GetMetric() {
+					if m.GetLabel()[0].GetValue() == "one" {
+						if v := m.GetGauge().GetValue(); v != 1 {
+							return fmt.Errorf("route one: %v places held", v)
+						}
+						return nil
+					}
+				}
+			}
+			return errors.New("no timemachine_route_places_held{route=\"one\"}")
+		}
+		return errors.New("no meta leader")
+	})
 	for _, c := range []struct {
 		o    *openCounter
 		name string

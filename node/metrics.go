@@ -91,14 +91,30 @@ type laneCollector struct{ n *Node }
 var heldBackDesc = prometheus.NewDesc("timemachine_route_held_back_jobs",
 	"Due jobs of a route waiting on this node for its rate limit, in-flight cap or batch, by route.", []string{"route"}, nil)
 
-func (c *laneCollector) Describe(ch chan<- *prometheus.Desc) { ch <- heldBackDesc }
+var (
+	placesHeldDesc = prometheus.NewDesc("timemachine_route_places_held",
+		"In-flight places of a route capped below the node count that the meta leader counts as held (reported by the meta leader only), by route.", []string{"route"}, nil)
+	placesWaitingDesc = prometheus.NewDesc("timemachine_route_places_waiting",
+		"Requests of a route capped below the node count waiting on the meta leader for a place (reported by the meta leader only), by route.", []string{"route"}, nil)
+)
+
+func (c *laneCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- heldBackDesc
+	ch <- placesHeldDesc
+	ch <- placesWaitingDesc
+}
 
 func (c *laneCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.n.lanes == nil {
-		return
+	if c.n.lanes != nil {
+		for route, n := range c.n.lanes.HeldBack() {
+			ch <- prometheus.MustNewConstMetric(heldBackDesc, prometheus.GaugeValue, float64(n), route)
+		}
 	}
-	for route, n := range c.n.lanes.HeldBack() {
-		ch <- prometheus.MustNewConstMetric(heldBackDesc, prometheus.GaugeValue, float64(n), route)
+	if c.n.places != nil {
+		for route, st := range c.n.places.Stats() {
+			ch <- prometheus.MustNewConstMetric(placesHeldDesc, prometheus.GaugeValue, float64(st.Held), route)
+			ch <- prometheus.MustNewConstMetric(placesWaitingDesc, prometheus.GaugeValue, float64(st.Waiting), route)
+		}
 	}
 }
 
