@@ -120,18 +120,24 @@ func TestBadExamplesAreCaught(t *testing.T) {
 		{"RedriveRequest", `{"ids":[]}`},
 		{"RedriveRequest", `{"ids":["a"],"from":1}`},
 	} {
-		sch, err := c.Compile(resource + "#/components/schemas/" + tc.schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.value))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sch.Validate(v) == nil {
+		if validate(t, c, tc.schema, tc.value) == nil {
 			t.Errorf("%s accepted %s", tc.schema, tc.value)
 		}
 	}
+}
+
+// validate checks value (JSON) against the named component schema.
+func validate(t *testing.T, c *jsonschema.Compiler, schema, value string) error {
+	t.Helper()
+	sch, err := c.Compile(resource + "#/components/schemas/" + schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch.Validate(v)
 }
 
 // The document's shape: OpenAPI 3.1, every operation with an id, a
@@ -295,15 +301,7 @@ func TestAcceptedBodiesValidate(t *testing.T) {
 		{"RedriveRequest", `{"from":1,"to":2}`},
 		{"RetryPolicy", `{"max_attempts":1000,"multiplier":100}`},
 	} {
-		sch, err := c.Compile(resource + "#/components/schemas/" + tc.schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.value))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sch.Validate(v); err != nil {
+		if err := validate(t, c, tc.schema, tc.value); err != nil {
 			t.Errorf("%s rejected %s: %v", tc.schema, tc.value, err)
 		}
 	}
