@@ -158,3 +158,69 @@ func TestScheduleIfMatch(t *testing.T) {
 		t.Fatalf("If-Match at the current version: %+v %v %v", v, created, err)
 	}
 }
+
+// TestScheduleStopDropsPendingOccurrence: the slot leader creates an
+// occurrence ahead of its time (up to 750 ms); a DELETE of the schedule,
+// or a PUT that pauses it, answered before that time removes it, so the
+// stopped schedule fires no more (API.md §3: DELETE "stops it"). Before,
+// that occurrence was a job of its own and fired after the 204.
+func TestScheduleStopDropsPendingOccurrence(t *testing.T) {
+	tc := startCluster(t, 1, nil)
+	svc := tc.nodes[0].svc
+	rcv := newReceiver(t)
+	ctx := context.Background()
+	for _, stop := range []string{"delete", "pause"} {
+		t.Run(stop, func(t *testing.T) {
+			for attempt := 0; ; attempt++ {
+				if attempt == 10 {
+					t.Fatal("no attempt stopped the schedule while an occurrence waited for its time")
+				}
+				id := fmt.Sprintf("%s-%d", stop, attempt)
+				spec := model.ScheduleSpec{EveryMs: 1000, CallbackURL: rcv.url, Hash: uint64(100 + attempt)}
+				if _, _, err := svc.PutSchedule(ctx, "default", id, spec, 0); err != nil {
+					t.Fatal(err)
+				}
+				// Wait for an occurrence created ahead with time to spare.
+				var at int64
+				deadline := time.Now().Add(5 * time.Second)
+				for at == 0 && time.Now().Before(deadline) {
+					v, err := svc.GetSchedule(ctx, "default", id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if v.LastFireAt > time.Now().Add(100*time.Millisecond).UnixMilli() {
+						at = v.LastFireAt
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				if at == 0 {
+					continue
+				}
+				switch stop {
+				case "delete":
+					if err := svc.DeleteSchedule(ctx, "default", id); err != nil {
+						t.Fatal(err)
+					}
+				case "pause":
+					spec.Paused, spec.Hash = true, spec.Hash+1000
+					if _, _, err := svc.PutSchedule(ctx, "default", id, spec, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if time.Now().UnixMilli() >= at-20 {
+					continue // too late to tell: the occurrence may have been due
+				}
+				occ := model.OccurrenceID(id, at)
+				if _, err := svc.GetJob(ctx, "default", occ); !isKind(err, model.KindNotFound) {
+					t.Fatalf("occurrence %s after the %s: %v", occ, stop, err)
+				}
+				time.Sleep(time.Until(time.UnixMilli(at + 1500)))
+				if got := rcv.occurrencesOf("default", id)[at]; len(got) != 0 {
+					t.Fatalf("occurrence %s delivered %d times after the %s", occ, len(got), stop)
+				}
+				return
+			}
+		})
+	}
+}

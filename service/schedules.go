@@ -76,6 +76,11 @@ func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.S
 	if r.Schedule == nil {
 		return model.ScheduleView{}, false, model.Internal("the slot answered a schedule write without the schedule")
 	}
+	if !created && (r.Code == model.CodeOK || ours) {
+		// Replaced: the old version's occurrence created ahead is not the
+		// new version's to fire.
+		s.dropPending(ctx, sl, coll, id, r.Schedule.LastFireAt)
+	}
 	v := model.ScheduleView{Schedule: r.Schedule}
 	if r.Schedule.LastFireAt != 0 {
 		// A schedule that has fired: its answer shows the latest
@@ -106,15 +111,19 @@ func (s *Service) GetSchedule(ctx context.Context, coll, id string) (model.Sched
 	return model.ScheduleView{Schedule: sc, LastStatus: st}, nil
 }
 
-// DeleteSchedule stops and removes a schedule. Occurrences already created
-// stay jobs of their own.
+// DeleteSchedule stops and removes a schedule. Occurrences already due stay
+// jobs of their own; the one created ahead of its time is removed with it.
 func (s *Service) DeleteSchedule(ctx context.Context, coll, id string) error {
 	if _, err := s.knownCollection(ctx, coll); err != nil {
 		return err
 	}
-	res, resent, err := s.proposeResolved(ctx, s.slotOf(coll, id), &raftfsm.DeleteSchedule{Coll: coll, ID: id})
+	sl := s.slotOf(coll, id)
+	res, resent, err := s.proposeResolved(ctx, sl, &raftfsm.DeleteSchedule{Coll: coll, ID: id})
 	if err != nil {
 		return fail(err)
+	}
+	if res[0].Code == model.CodeOK && res[0].Schedule != nil {
+		s.dropPending(ctx, sl, coll, id, res[0].Schedule.LastFireAt)
 	}
 	if res[0].Code == model.CodeNotFound {
 		if resent {
@@ -124,6 +133,36 @@ func (s *Service) DeleteSchedule(ctx context.Context, coll, id string) error {
 		return model.NotFound("schedule %q does not exist in collection %q", id, coll)
 	}
 	return nil
+}
+
+// dropPending removes the occurrence at of schedule id when it was created
+// ahead of its time and is still waiting for it: the slot leader creates
+// an occurrence up to 750 ms before it is due (slot/schedules.go
+// scheduleLead), so without this a DELETE or a replacing PUT (a pause, a
+// new spec) answered before that time still let the stopped version fire
+// once more (API.md §3: DELETE "stops it"). An occurrence that is due, has
+// been retried or replaced by its own PUT, or whose callback has started
+// (the job guard answers firing) is left alone, and so is a job of that id
+// that is not the schedule's. Best effort: the schedule write stands
+// whatever happens here, and a failure is logged.
+func (s *Service) dropPending(ctx context.Context, sl int, coll, id string, at int64) {
+	if at <= s.now() {
+		return
+	}
+	occ := model.OccurrenceID(id, at)
+	j, found, err := s.fwd.GetJob(ctx, sl, coll, occ)
+	if err != nil {
+		s.log.Warn("an occurrence created ahead may still fire after its schedule was stopped: reading it failed", "collection", coll, "occurrence", occ, "error", err)
+		return
+	}
+	if !found || j.Schedule != id || j.Status != model.StatusScheduled || j.TriggerTime != at || j.Attempts != 0 {
+		return
+	}
+	// A CodeFiring answer: its time came while we asked; it fires, as any
+	// due occurrence does.
+	if _, err := s.fwd.ProposeSlot(ctx, sl, &raftfsm.DeleteIncarnation{Coll: coll, ID: occ, CreatedAt: j.CreatedAt}); err != nil {
+		s.log.Warn("an occurrence created ahead may still fire after its schedule was stopped: deleting it failed", "collection", coll, "occurrence", occ, "error", err)
+	}
 }
 
 // ListSchedules lists a collection's schedules in id order, limit at most,

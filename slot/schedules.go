@@ -28,9 +28,9 @@ const maxAdvanceRound = 1000
 // scheduleLead is how long before its time an occurrence is created, at
 // least. The occurrence is a job due at the occurrence time, which the job
 // scheduler fires then and never before; creating it ahead keeps the raft
-// commit of the advance out of the occurrence's lateness. The price: a
-// DELETE or PUT of the schedule within the lead of an occurrence leaves
-// that occurrence, already a job, to fire.
+// commit of the advance out of the occurrence's lateness. A DELETE or a
+// replacing PUT of the schedule within the lead of an occurrence finds
+// that occurrence already a job: the service removes it (dropPending).
 //
 // When advances take longer to commit (a loaded host, a busy raft log),
 // the lead grows with them, to twice the recent commit time, up to
@@ -38,7 +38,7 @@ const maxAdvanceRound = 1000
 // a loaded 2-core host arrived 0.5 s late at the median, the advances'
 // commits being that slow. The cap stays below recur.MinEvery (1 s), so a
 // schedule never has more than one occurrence created ahead: a DELETE
-// still leaves at most one to fire.
+// has at most one to remove.
 const (
 	scheduleLead    = 250 * time.Millisecond
 	maxScheduleLead = 750 * time.Millisecond
