@@ -76,9 +76,12 @@ func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.S
 	if r.Schedule == nil {
 		return model.ScheduleView{}, false, model.Internal("the slot answered a schedule write without the schedule")
 	}
-	if !created && (r.Code == model.CodeOK || ours) {
+	if !created && (r.Code == model.CodeOK || ours) && r.Schedule.NextFireAt != r.Schedule.LastFireAt {
 		// Replaced: the old version's occurrence created ahead is not the
-		// new version's to fire.
+		// new version's to fire. Unless the new version fires at that very
+		// time: then it is that occurrence too (the schedule loop may
+		// already have advanced past it, finding the id taken), and
+		// removing it would lose it.
 		s.dropPending(ctx, sl, coll, id, r.Schedule.LastFireAt)
 	}
 	v := model.ScheduleView{Schedule: r.Schedule}
