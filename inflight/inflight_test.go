@@ -367,3 +367,35 @@ func TestOwnerTurnsAwayDeadNodes(t *testing.T) {
 		t.Fatalf("held %d, want 1", h)
 	}
 }
+
+// TestOwnerReleaseWithdrawsAWaiter: a holder that stops waiting (its lane
+// asks again for an earlier job) withdraws its request with Release; the
+// owner must not grant it a place nobody would take, which would hold the
+// route until the lease expired.
+func TestOwnerReleaseWithdrawsAWaiter(t *testing.T) {
+	o := NewOwner(OwnerConfig{Self: "a", Logger: quiet})
+	lead(t, o)
+	ctx := context.Background()
+	if err := o.Acquire(ctx, "r", 1, 0, key("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan result, 2)
+	acquireAsync(o, ctx, "withdrawn", "r", 1, 10, key("c", 1), ch)
+	nothingFor(t, ch, 30*time.Millisecond)
+	acquireAsync(o, ctx, "next", "r", 1, 20, key("d", 1), ch)
+	nothingFor(t, ch, 30*time.Millisecond)
+	o.Release("r", key("c", 1))
+	select {
+	case r := <-ch:
+		if r.name != "withdrawn" || !errors.Is(r.err, errReleased) {
+			t.Fatalf("%s: %v", r.name, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the withdrawn request still waits")
+	}
+	o.Release("r", key("b", 1))
+	waitGranted(t, ch, "next")
+	if h := o.Held("r"); h != 1 {
+		t.Fatalf("held %d, want 1", h)
+	}
+}

@@ -23,6 +23,10 @@ const censusTimeout = time.Second
 // check judges dead; the node, if it is alive after all, asks again.
 var errJudgedDead = errors.New("inflight: the owner judges the asking node dead; ask again")
 
+// errReleased answers a request its holder gave up (Release) while it
+// waited: nobody waits for the answer any more.
+var errReleased = errors.New("inflight: released before it was granted")
+
 // ErrNotOwner: this node does not grant leases now (it is not the meta
 // leader, or it lost its majority).
 var ErrNotOwner = errors.New("inflight: this node does not hand out in-flight places")
@@ -99,6 +103,7 @@ type waiter struct {
 	ch      chan struct{} // closed when granted or turned away
 	granted bool
 	refused bool // turned away: its node is judged dead
+	dropped bool // given up by its holder (Release) before it was granted
 	idx     int
 }
 
@@ -271,10 +276,16 @@ func (o *Owner) Acquire(ctx context.Context, route string, max int64, due int64,
 	if w.refused {
 		return errJudgedDead
 	}
+	if w.dropped {
+		return errReleased
+	}
 	return ErrNotOwner // the term ended
 }
 
-// Release gives a lease back.
+// Release gives a lease back, or withdraws the request for it if it is
+// still waiting: a holder that stopped waiting (an earlier job came, and
+// it asks again for that one) must not be granted a place nobody takes,
+// which would hold the route until the lease expired.
 func (o *Owner) Release(route string, k Key) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -283,6 +294,14 @@ func (o *Owner) Release(route string, k Key) {
 		return
 	}
 	delete(rs.held, k)
+	for _, w := range rs.waiters {
+		if w.key == k {
+			heap.Remove(&rs.waiters, w.idx)
+			w.dropped = true
+			close(w.ch)
+			break
+		}
+	}
 	o.pumpLocked(rs, o.cfg.Clock())
 }
 

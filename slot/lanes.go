@@ -233,8 +233,14 @@ type lane struct {
 	// hand out places, the lane uses its share until then.
 	place      func()
 	shareUntil time.Time
-	wake       chan struct{}
-	lateness   func(time.Duration)
+	// placeDue is the due time the lane's pending request for a place was
+	// made for; placeAsk cancels that request (nil: none pending). An
+	// earlier job queued meanwhile cancels it, and the lane asks again
+	// for the earlier job: the owner orders requests by their due time.
+	placeDue int64
+	placeAsk context.CancelFunc
+	wake     chan struct{}
+	lateness func(time.Duration)
 }
 
 func (ln *lane) signal() {
@@ -304,6 +310,10 @@ func (l *Lanes) enqueueLocked(p *pending, rt *model.Route) {
 	ln.route = *rt
 	p.at = l.clock()
 	ln.q.push(p)
+	if ln.placeAsk != nil && p.j.DueTime < ln.placeDue {
+		ln.placeAsk()
+		ln.placeAsk = nil
+	}
 	if !ln.running {
 		ln.running = true
 		go l.run(ln)
@@ -396,11 +406,14 @@ const needPlace = time.Duration(-1)
 // held; returns with it released.
 func (l *Lanes) acquire(ln *lane) {
 	name, limit, due := ln.name, ln.route.MaxInFlight, ln.q[0].j.DueTime
-	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ln.placeDue, ln.placeAsk = due, cancel
+	l.mu.Unlock()
 	release, err := l.places.Acquire(ctx, name, limit, due)
+	earlier := errors.Is(ctx.Err(), context.Canceled) // an earlier job came: ask again for it
 	cancel()
 	l.mu.Lock()
+	ln.placeAsk = nil
 	switch {
 	case err == nil:
 		if ln.place != nil {
@@ -414,7 +427,7 @@ func (l *Lanes) acquire(ln *lane) {
 		ln.shareUntil = l.clock().Add(time.Minute)
 	}
 	l.mu.Unlock()
-	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) && !earlier {
 		time.Sleep(100 * time.Millisecond) // no owner now: ask again shortly
 	}
 }

@@ -298,12 +298,17 @@ type fakePlaces struct {
 	acquired    int
 	holds       []time.Duration
 	unsupported bool
+	asks        []int64 // the due time of every request
+	withdrawn   int     // requests whose caller gave up waiting
 }
 
 func (p *fakePlaces) Acquire(ctx context.Context, route string, limit, due int64) (func(), error) {
 	if p.unsupported {
 		return nil, fmt.Errorf("older owner: %w", errors.ErrUnsupported)
 	}
+	p.mu.Lock()
+	p.asks = append(p.asks, due)
+	p.mu.Unlock()
 	for {
 		p.mu.Lock()
 		if int64(p.held) < limit {
@@ -325,6 +330,9 @@ func (p *fakePlaces) Acquire(ctx context.Context, route string, limit, due int64
 		p.mu.Unlock()
 		select {
 		case <-ctx.Done():
+			p.mu.Lock()
+			p.withdrawn++
+			p.mu.Unlock()
 			return nil, ctx.Err()
 		case <-time.After(time.Millisecond):
 		}
@@ -380,5 +388,49 @@ func TestLanesClusterPlaces(t *testing.T) {
 				t.Fatalf("a place was held %v (median) for a 2 ms callback: held through the rate limit's waits", med)
 			}
 		})
+	}
+}
+
+// TestLanesAskAgainForAnEarlierJob: a lane waiting for a cluster-wide place
+// for its earliest job withdraws that request and asks again when a job
+// due earlier is queued meanwhile. The owner serves requests by the due
+// time they carry; one made for a later job let other nodes' later jobs go
+// first (a black-box review: 2–5 % of 200 past-due jobs out of order on a
+// cap of 1 over three nodes).
+func TestLanesAskAgainForAnEarlierJob(t *testing.T) {
+	f := newFakeReplica(time.Now)
+	now := time.Now().UnixMilli()
+	f.add("late", now-50)
+	f.off = now - 1000
+	places := &fakePlaces{held: 1} // another node holds the only place
+	lanes := NewLanes(LanesConfig{Hosts: func() int { return 3 }, InFlight: places})
+	rs := startPacedSched(t, f, lanes, &model.Route{Name: "r", MaxInFlight: 1})
+	asked := func(due int64) func() error {
+		return func() error {
+			places.mu.Lock()
+			defer places.mu.Unlock()
+			if !slices.Contains(places.asks, due) {
+				return fmt.Errorf("asks %v", places.asks)
+			}
+			return nil
+		}
+	}
+	testutil.Eventually(t, 5*time.Second, "a place asked for the late job", asked(now-50))
+	rs.s.scheduled(f.add("early", now-500))
+	testutil.Eventually(t, 5*time.Second, "asked again for the early job", asked(now-500))
+	places.mu.Lock()
+	if places.withdrawn < 1 {
+		t.Errorf("the request for the late job was not withdrawn")
+	}
+	places.held = 0 // the other node's request ended
+	places.mu.Unlock()
+	testutil.Eventually(t, 5*time.Second, "both delivered", func() error {
+		if n := f.commitCount(); n != 2 {
+			return fmt.Errorf("%d commits", n)
+		}
+		return nil
+	})
+	if got := f.firedIDs(); !slices.Equal(got, []string{"early", "late"}) {
+		t.Fatalf("fired %v, want early then late", got)
 	}
 }
