@@ -493,6 +493,7 @@ func waitDeliveries(ctx context.Context, rcv *receiver, state []uint8, sched *sc
 // fillFire derives the fire figures from the receiver's per-job slots.
 func fillFire(rep *Report, rcv *receiver, state []uint8, sched *schedule, atOnce bool) {
 	lateness := make([]int64, 0, len(state))
+	var dueAt []int64 // due time (ms) of each lateness sample
 	var lastNs int64
 	for i := range state {
 		cnt := int(rcv.count[i].Load())
@@ -508,6 +509,7 @@ func fillFire(rep *Report, rcv *receiver, state []uint8, sched *schedule, atOnce
 		lastNs = max(lastNs, f)
 		if state[i] == createdOK {
 			lateness = append(lateness, f-sched.at(i)*int64(time.Millisecond))
+			dueAt = append(dueAt, sched.at(i))
 		}
 	}
 	rep.Duplicates = rep.Deliveries - rep.Fired
@@ -516,7 +518,10 @@ func fillFire(rep *Report, rcv *receiver, state []uint8, sched *schedule, atOnce
 	rep.TriggerMismatch = int(rcv.mismatch.Load())
 	rep.Foreign = int(rcv.foreign.Load())
 	rep.Batches = int(rcv.batches.Load())
-	rep.Lateness = summarize(lateness)
+	if !atOnce && sched.windowMs > 0 {
+		rep.PerSecond = perSecond(sched.firstMs, sched.firstMs+sched.windowMs, dueAt, lateness)
+	}
+	rep.Lateness = summarize(lateness) // sorts lateness: after perSecond
 	if rep.Fired > 0 {
 		span := time.Duration(lastNs - sched.firstMs*int64(time.Millisecond))
 		if span > 0 {

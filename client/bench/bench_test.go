@@ -58,6 +58,13 @@ func TestRunSingleJobsOverWindow(t *testing.T) {
 	if rep.CreateRate <= 0 || rep.CreateSeconds <= 0 || rep.FireRate <= 0 || rep.FireSpanSeconds < 0.3 {
 		t.Errorf("rates: create %.0f/s over %.3fs, fire %.0f/s over %.3fs", rep.CreateRate, rep.CreateSeconds, rep.FireRate, rep.FireSpanSeconds)
 	}
+	// The 300 ms window is one (partial) second holding every job.
+	if len(rep.PerSecond) != 1 || rep.PerSecond[0].N != 60 || rep.PerSecond[0].P99 > rep.Lateness.Max {
+		t.Errorf("per second = %+v", rep.PerSecond)
+	}
+	if s := rep.String(); !strings.Contains(s, "lateness p99 ms by second of the window: ") {
+		t.Errorf("String() has no per-second line:\n%s", s)
+	}
 	// Fire rate is measured, not estimated: fired / span.
 	if got := float64(rep.Fired) / rep.FireSpanSeconds; got != rep.FireRate {
 		t.Errorf("fire rate %v != fired/span %v", rep.FireRate, got)
@@ -119,6 +126,9 @@ func TestRunBatchesAtOnce(t *testing.T) {
 		if j.TriggerTime != trig || j.Meta != nil {
 			t.Fatalf("job %+v: want every trigger at %d and no meta", j, trig)
 		}
+	}
+	if rep.PerSecond != nil {
+		t.Errorf("a burst has no seconds: %+v", rep.PerSecond)
 	}
 	if !strings.Contains(rep.String(), "burst drained in") {
 		t.Errorf("String() =\n%s", rep)

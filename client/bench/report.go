@@ -68,12 +68,21 @@ type Report struct {
 	// DrainSeconds (at_once only) is the last first-delivery − the trigger
 	// instant: how long the cluster took to fire the whole burst.
 	DrainSeconds float64 `json:"drain_seconds,omitempty"`
+	// PerSecond (window runs) is the lateness of the jobs due in each
+	// second of the window, in order: where a tail comes from (the first
+	// second, a stall, or every second alike). A window of whole seconds
+	// leaves its last job (due at its very end) out.
+	PerSecond []SecondLateness `json:"per_second,omitempty"`
 	// TimedOut is set when the wait ended at WaitTimeout with jobs missing.
 	TimedOut bool `json:"timed_out"`
 	// Interrupted is set when the context ended the run early; the figures
 	// cover what happened until then.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
+
+// maxPerSecondShown bounds the per-second line of the table; -o json has
+// every second.
+const maxPerSecondShown = 120
 
 // Latency summarises a distribution in milliseconds (nearest-rank
 // percentiles).
@@ -157,6 +166,13 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "; burst drained in %s", secs(r.DrainSeconds))
 	}
 	b.WriteByte('\n')
+	if n := len(r.PerSecond); n > 0 && n <= maxPerSecondShown {
+		b.WriteString("lateness p99 ms by second of the window:")
+		for _, s := range r.PerSecond {
+			fmt.Fprintf(&b, " %.0f", s.P99)
+		}
+		b.WriteByte('\n')
+	}
 	if r.Route != "" {
 		fmt.Fprintf(&b, "route     %s: %d batched POSTs\n", r.Route, r.Batches)
 	}
