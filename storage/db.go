@@ -19,7 +19,16 @@ type Options struct {
 	// hot head of every slot's due index and the records about to fire, small
 	// enough that ten million pending jobs fit a 1 GiB resident budget.
 	CacheBytes int64
-	// MemTableBytes is the size of one memtable. Default 32 MiB.
+	// MemTableBytes is the size of one memtable. Default 64 MiB: each
+	// flush adds a sublevel to L0 that every record read then consults,
+	// and a leader acknowledging 100,000 fired jobs a second rewrites
+	// records all over the key space, faster than L0 compacts into the
+	// levels below. With 32 MiB the read amplification reached 13–18
+	// within 20 s of such firing and the node fell behind (89–91k of
+	// 100k jobs/s in three of four runs, one write stall); with 64 MiB it
+	// stayed at 6–10 and the node kept up in three of three
+	// (docs/benchmarks.md, 2026-11-27). The memtables' memory is only
+	// touched as it fills: an idle node's RSS does not change.
 	MemTableBytes uint64
 	// FS replaces the real filesystem (tests use a crashable in-memory FS).
 	FS vfs.FS
@@ -57,7 +66,7 @@ func Open(dir string, o Options) (*DB, error) {
 		o.CacheBytes = 128 << 20
 	}
 	if o.MemTableBytes == 0 {
-		o.MemTableBytes = 32 << 20
+		o.MemTableBytes = 64 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -70,7 +79,8 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	// Pebble reserves each memtable's size in the block cache it is given.
 	// Given CacheBytes alone (as until 2026-11-27), the default 128 MiB
-	// held 64–96 MiB of blocks while one or two 32 MiB memtables existed,
+	// held 64–96 MiB of blocks while one or two 32 MiB memtables (the size
+	// then) existed,
 	// and none at all when writes queued four: every record read went to
 	// the file, its checksum and its decompression (a quarter of the
 	// apply's CPU for every-second schedules, docs/benchmarks.md). Room for
