@@ -106,8 +106,8 @@ func scanRecords(b *testing.B, db *storage.DB, from string, n int) int {
 	defer func() { _ = it.Close() }()
 	read := 0
 	for ok := it.SeekGE(storage.RecordKey(nil, 1, "c", from)); read < n; ok = it.Next() {
-		if !ok {
-			ok = it.First()
+		if !ok && !it.First() {
+			b.Fatal("no records")
 		}
 		_, coll, jid, err := storage.DecodeRecordKey(it.Key())
 		if err != nil {
