@@ -81,11 +81,10 @@ func Open(dir string, o Options) (*DB, error) {
 	// Given CacheBytes alone (as until 2026-11-27), the default 128 MiB
 	// held 64–96 MiB of blocks while one or two 32 MiB memtables (the size
 	// then) existed, and none at all when writes queued four: every record
-	// read went to
-	// the file, its checksum and its decompression (a quarter of the
-	// apply's CPU for every-second schedules, docs/benchmarks.md). Room for
-	// the memtables on top keeps CacheBytes for blocks; the memtables'
-	// own memory is allocated as it always was.
+	// read went to the file, its checksum and its decompression (a quarter
+	// of the apply's CPU for every-second schedules, docs/benchmarks.md).
+	// Room for the memtables on top keeps CacheBytes for blocks; the
+	// memtables' own memory is allocated as it always was.
 	cache := pebble.NewCache(o.CacheBytes + memTableStopWrites*int64(o.MemTableBytes))
 	defer cache.Unref()
 	po := &pebble.Options{
