@@ -645,7 +645,7 @@ func (s *scheduler) dispatch(ctx context.Context, it *item, j *model.Job, tok fi
 			// The route's lane sends it when its limits allow; meanwhile
 			// it holds no pool slot and no goroutine.
 			<-s.sem
-			return &pending{s: s, ctx: ctx, it: it, j: j, tok: tok}, rt
+			return &pending{e: it.e, s: s, ctx: ctx, it: it, j: j, tok: tok}, rt
 		}
 	}
 	s.workers.Go(func() {
