@@ -340,16 +340,7 @@ func TestHolderOverTheWire(t *testing.T) {
 // again.
 func TestOwnerTurnsAwayDeadNodes(t *testing.T) {
 	o := NewOwner(OwnerConfig{Self: "a", Logger: quiet, Dead: func(n string) bool { return n == "p" }})
-	lead(t, o)
-	ctx := context.Background()
-	if err := o.Acquire(ctx, "r", 1, 0, key("b", 1)); err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan result, 2)
-	acquireAsync(o, ctx, "paused", "r", 1, 10, key("p", 1), ch)
-	nothingFor(t, ch, 30*time.Millisecond)
-	acquireAsync(o, ctx, "alive", "r", 1, 20, key("c", 1), ch)
-	nothingFor(t, ch, 30*time.Millisecond)
+	ch := oneHeldTwoWaiting(t, o, "paused", key("p", 1), "alive", key("c", 1))
 	o.Release("r", key("b", 1))
 	got := map[string]error{}
 	for range 2 {
@@ -374,16 +365,7 @@ func TestOwnerTurnsAwayDeadNodes(t *testing.T) {
 // route until the lease expired.
 func TestOwnerReleaseWithdrawsAWaiter(t *testing.T) {
 	o := NewOwner(OwnerConfig{Self: "a", Logger: quiet})
-	lead(t, o)
-	ctx := context.Background()
-	if err := o.Acquire(ctx, "r", 1, 0, key("b", 1)); err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan result, 2)
-	acquireAsync(o, ctx, "withdrawn", "r", 1, 10, key("c", 1), ch)
-	nothingFor(t, ch, 30*time.Millisecond)
-	acquireAsync(o, ctx, "next", "r", 1, 20, key("d", 1), ch)
-	nothingFor(t, ch, 30*time.Millisecond)
+	ch := oneHeldTwoWaiting(t, o, "withdrawn", key("c", 1), "next", key("d", 1))
 	o.Release("r", key("c", 1))
 	select {
 	case r := <-ch:
@@ -398,4 +380,22 @@ func TestOwnerReleaseWithdrawsAWaiter(t *testing.T) {
 	if h := o.Held("r"); h != 1 {
 		t.Fatalf("held %d, want 1", h)
 	}
+}
+
+// oneHeldTwoWaiting makes o lead, grants route "r" (cap 1) to b's key 1,
+// then queues two requests behind it, first (due 10) before second (due
+// 20), each checked to wait. Their answers come on the returned channel.
+func oneHeldTwoWaiting(t *testing.T, o *Owner, first string, k1 Key, second string, k2 Key) chan result {
+	t.Helper()
+	lead(t, o)
+	ctx := context.Background()
+	if err := o.Acquire(ctx, "r", 1, 0, key("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan result, 2)
+	acquireAsync(o, ctx, first, "r", 1, 10, k1, ch)
+	nothingFor(t, ch, 30*time.Millisecond)
+	acquireAsync(o, ctx, second, "r", 1, 20, k2, ch)
+	nothingFor(t, ch, 30*time.Millisecond)
+	return ch
 }

@@ -24,7 +24,8 @@ const (
 	DefaultRequestTimeout   = 30 * time.Second
 	CollectionRetention     = "1h" // retention of the bench collection
 
-	// MaxJobs bounds the per-job tables (about 21 bytes a job when firing).
+	// MaxJobs bounds the per-job tables (about 29 bytes a job when firing:
+	// the receiver's, then each job's lateness and due time for the report).
 	MaxJobs = 100_000_000
 )
 
