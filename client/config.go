@@ -81,6 +81,7 @@ func (c *Client) PutRoute(ctx context.Context, name string, r Route) (Route, boo
 		RateLimit:     r.RateLimit,
 		MaxInFlight:   r.MaxInFlight,
 		Batch:         r.Batch,
+		Pipeline:      r.Pipeline,
 	})
 	if err != nil {
 		return Route{}, false, err

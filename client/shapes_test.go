@@ -261,6 +261,18 @@ func TestRequestShapes(t *testing.T) {
 			want: []any{"billing", "1", RateLimit{PerSecond: 100, Burst: 20}, 10, RouteBatch{MaxJobs: 100, MaxWait: "20ms"}, true, false},
 		},
 		{
+			name:   "put route pipelined",
+			status: 201,
+			answer: `{"name":"fast","webhook_url":"https://f/h","headers":{},"pipeline":true,"signing_secret_set":false}`,
+			call: func(c *Client) (any, error) {
+				r, created, err := c.PutRoute(ctx, "fast", Route{WebhookURL: "https://f/h", Pipeline: true})
+				return []any{r.Pipeline, r.MaxInFlight, created}, err
+			},
+			wantMethod: "PUT", wantURI: "/v1/routes/fast",
+			wantBody: `{"webhook_url":"https://f/h","pipeline":true}`,
+			want:     []any{true, 0, true},
+		},
+		{
 			name:   "get route",
 			status: 200, answer: `{"webhook_url":"https://b/h"}`,
 			call: func(c *Client) (any, error) {

@@ -340,6 +340,11 @@ type Route struct {
 	RateLimit   *RateLimit  `json:"rate_limit,omitempty"`
 	MaxInFlight int         `json:"max_in_flight,omitempty"`
 	Batch       *RouteBatch `json:"batch,omitempty"`
+	// Pipeline sends the route's callbacks HTTP/1.1-pipelined, several
+	// on one connection before their answers arrive: less work per
+	// callback on both ends for a fast receiver, which must answer
+	// pipelined requests in order (docs/api.md#route-delivery-control).
+	Pipeline bool `json:"pipeline,omitempty"`
 
 	// Read-only, set by the server (encoded even when zero, as for Job).
 	SigningSecretSet bool  `json:"signing_secret_set"`
@@ -355,6 +360,7 @@ type routeSpec struct {
 	RateLimit     *RateLimit        `json:"rate_limit,omitempty"`
 	MaxInFlight   int               `json:"max_in_flight,omitempty"`
 	Batch         *RouteBatch       `json:"batch,omitempty"`
+	Pipeline      bool              `json:"pipeline,omitempty"`
 }
 
 // Slot states in ClusterInfo.

@@ -103,3 +103,75 @@ func TestBatchedRouteEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelinedRouteEndToEnd: a route with "pipeline" gets each due job
+// as its own signed callback, once, none before its trigger time, over
+// pipelined connections (net/http's server answers them in order), and
+// the jobs succeed; GET echoes the setting.
+func TestPipelinedRouteEndToEnd(t *testing.T) {
+	t.Parallel()
+	s := shared(t)
+	rcv := newReceiver(t)
+	secret := newSecret(t)
+	coll := s.newCollection(t, "pipelined", nil)
+	route := uniq("piped")
+	r := s.Do(t, "PUT", "/v1/routes/"+route, map[string]any{
+		"webhook_url":    rcv.URL + "/piped",
+		"signing_secret": secret,
+		"pipeline":       true,
+	})
+	mustStatus(t, "PUT route", r, http.StatusCreated)
+	got := decodeJSON[map[string]any](t, "route", s.Do(t, "GET", "/v1/routes/"+route, nil).Body)
+	if got["pipeline"] != true {
+		t.Fatalf("GET route: %v", got)
+	}
+	r = s.Do(t, "PUT", "/v1/routes/"+uniq("both"), map[string]any{
+		"webhook_url": rcv.URL + "/x", "pipeline": true, "batch": map[string]any{"max_jobs": 5},
+	})
+	mustStatus(t, "PUT route with pipeline and batch", r, http.StatusBadRequest)
+
+	trigger := time.Now().Add(1500 * time.Millisecond).UnixMilli()
+	const n = 60
+	for i := 0; i < n; i++ {
+		s.createJob(t, coll, map[string]any{"id": "p" + strconv.Itoa(i), "trigger_time": trigger, "route": route, "meta": map[string]any{"i": i}})
+	}
+	v, err := cw.NewVerifier(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "every job delivered", func() error {
+		if c := len(rcv.All()); c < n {
+			return fmt.Errorf("%d of %d", c, n)
+		}
+		return nil
+	})
+	seen := map[string]int{}
+	for _, d := range rcv.All() {
+		if d.Path != "/piped" || d.Header.Get("X-Timemachine-Batch") != "" {
+			t.Fatalf("delivery to %s, batch header %q", d.Path, d.Header.Get("X-Timemachine-Batch"))
+		}
+		if err := v.Verify(d.Body, d.Header); err != nil {
+			t.Fatalf("signature: %v", err)
+		}
+		if d.At.UnixMilli() < trigger {
+			t.Fatalf("delivered %v early", time.UnixMilli(trigger).Sub(d.At))
+		}
+		p, err := cw.Parse(d.Body, d.Header)
+		if err != nil || len(p.Callbacks) != 1 {
+			t.Fatalf("callback body: %v, %d callbacks", err, len(p.Callbacks))
+		}
+		seen[p.Callbacks[0].ID]++
+	}
+	for i := 0; i < n; i++ {
+		id := "p" + strconv.Itoa(i)
+		if seen[id] != 1 {
+			t.Fatalf("%s delivered %d times", id, seen[id])
+		}
+		testutil.Eventually(t, 10*time.Second, id+" succeeded", func() error {
+			if j := s.mustGetJob(t, coll, id); j.Status != "succeeded" {
+				return fmt.Errorf("%+v", j)
+			}
+			return nil
+		})
+	}
+}

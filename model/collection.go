@@ -65,6 +65,17 @@ type Route struct {
 	RateLimit   RateLimit   `json:"rate_limit,omitzero"`
 	MaxInFlight int64       `json:"max_in_flight,omitempty"`
 	Batch       BatchPolicy `json:"batch,omitzero"`
+
+	// Pipeline sends the route's single callbacks HTTP/1.1-pipelined:
+	// several requests written on one keep-alive connection before their
+	// answers arrive, many per write, which cuts the syscalls per callback
+	// on both ends for a fast receiver (docs/api.md#route-delivery-control).
+	// The receiver must answer pipelined requests in order, as RFC 9112
+	// §9.3.2 requires of servers; a slow answer holds the requests queued
+	// behind it on its connection. It is how a request is sent, not
+	// pacing: Paced ignores it, so pipelining alone does not put a route
+	// through the lanes.
+	Pipeline bool `json:"pipeline,omitempty"`
 }
 
 // RateLimit caps deliveries to a route, cluster-wide: PerSecond on

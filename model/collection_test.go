@@ -27,3 +27,24 @@ func TestCollectionExpired(t *testing.T) {
 		}
 	}
 }
+
+// TestRoutePaced: pipelining is how a callback is sent, not pacing, so it
+// alone keeps a route off the node's per-route lanes; any delivery
+// control puts it on them, with or without pipelining.
+func TestRoutePaced(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    Route
+		want bool
+	}{
+		{"plain", Route{}, false},
+		{"pipeline only", Route{Pipeline: true}, false},
+		{"rate limit", Route{RateLimit: RateLimit{PerSecond: 1}}, true},
+		{"in-flight cap and pipeline", Route{MaxInFlight: 2, Pipeline: true}, true},
+		{"batch", Route{Batch: BatchPolicy{MaxJobs: 10}}, true},
+	} {
+		if got := c.r.Paced(); got != c.want {
+			t.Errorf("%s: Paced = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

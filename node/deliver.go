@@ -109,6 +109,7 @@ func (d *deliverer) Deliver(ctx context.Context, x *slot.Delivery) slot.Delivery
 		SigningKey:     key,
 		Timeout:        x.Timeout,
 		Now:            x.Now,
+		Pipeline:       x.Pipeline,
 	})
 	return slot.DeliveryResult{
 		StatusCode:    res.StatusCode,

@@ -141,13 +141,14 @@ func TestInitClusterAtScale(t *testing.T) {
 }
 
 // TestRouteDeliveryControlSurvivesSnapshot: a route's rate limit, in-flight
-// cap and batch go through apply and a meta snapshot unchanged, and a
-// route without them has none after either.
+// cap, batch and pipeline flag go through apply and a meta snapshot
+// unchanged, and a route without them has none after either.
 func TestRouteDeliveryControlSurvivesSnapshot(t *testing.T) {
 	f := NewMetaFSM()
 	paced := model.Route{Name: "paced", WebhookURL: "http://x", RateLimit: model.RateLimit{PerSecond: 2.5, Burst: 7}, MaxInFlight: 3,
 		Batch: model.BatchPolicy{MaxJobs: 100, MaxWaitMs: 20}}
-	applyMeta(t, f, 1, &PutRoute{R: paced, Now: 5}, &PutRoute{R: model.Route{Name: "plain", WebhookURL: "http://y"}, Now: 5})
+	applyMeta(t, f, 1, &PutRoute{R: paced, Now: 5}, &PutRoute{R: model.Route{Name: "plain", WebhookURL: "http://y"}, Now: 5},
+		&PutRoute{R: model.Route{Name: "pipelined", WebhookURL: "http://z", Pipeline: true}, Now: 5})
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -166,8 +167,12 @@ func TestRouteDeliveryControlSurvivesSnapshot(t *testing.T) {
 			t.Fatalf("paced: %+v", got)
 		}
 		plain, _ := st.Route("plain")
-		if plain.Paced() {
-			t.Fatalf("plain: %+v", plain)
+		if plain.Paced() || plain.Pipeline || got.Pipeline {
+			t.Fatalf("plain: %+v, paced: %+v", plain, got)
+		}
+		pl, ok := st.Route("pipelined")
+		if !ok || !pl.Pipeline || pl.Paced() {
+			t.Fatalf("pipelined: %+v", pl)
 		}
 	}
 }

@@ -49,7 +49,15 @@ const (
 	// A route without any is still written as CmdPutRoute, so its bytes
 	// stay readable by binaries that predate delivery control.
 	CmdPutRouteV2 CmdType = 44
+	// CmdPutRouteV3 is PutRoute for a pipelined route: the CmdPutRouteV2
+	// body with a flags uvarint (routePipelineFlag) before Now. A binary
+	// that predates it stops at the entry with "install the newer
+	// binary" (ErrNewerCommand) instead of skipping a route change.
+	CmdPutRouteV3 CmdType = 45
 )
+
+// routePipelineFlag is CmdPutRouteV3's flag bit for model.Route.Pipeline.
+const routePipelineFlag = 1
 
 const v1 = 1
 
@@ -197,6 +205,16 @@ func decodeOne(b []byte) (Command, error) {
 		x := &PutRoute{}
 		x.R = r.route()
 		r.routeDelivery(&x.R)
+		x.Now = r.varint()
+		c = x
+	case CmdPutRouteV3:
+		x := &PutRoute{}
+		x.R = r.route()
+		r.routeDelivery(&x.R)
+		if flags := r.uvarint(); flags != routePipelineFlag {
+			r.fail("route flags")
+		}
+		x.R.Pipeline = true
 		x.Now = r.varint()
 		c = x
 	case CmdDeleteRoute:
@@ -489,9 +507,13 @@ type PutRoute struct {
 	Now int64
 }
 
-// Type implements Command: CmdPutRouteV2 when the route has delivery
-// control, CmdPutRoute otherwise.
+// Type implements Command: CmdPutRouteV3 for a pipelined route,
+// CmdPutRouteV2 when the route has other delivery control, CmdPutRoute
+// otherwise; each route is written in the oldest form that holds it.
 func (c *PutRoute) Type() CmdType {
+	if c.R.Pipeline {
+		return CmdPutRouteV3
+	}
 	if c.R.Paced() {
 		return CmdPutRouteV2
 	}
@@ -500,8 +522,11 @@ func (c *PutRoute) Type() CmdType {
 
 func (c *PutRoute) appendBody(dst []byte) []byte {
 	dst = appendRoute(dst, &c.R)
-	if c.R.Paced() {
+	if c.R.Paced() || c.R.Pipeline {
 		dst = appendRouteDelivery(dst, &c.R)
+	}
+	if c.R.Pipeline {
+		dst = binary.AppendUvarint(dst, routePipelineFlag)
 	}
 	return binary.AppendVarint(dst, c.Now)
 }

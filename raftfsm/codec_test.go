@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/timemachine-db/timemachine/model"
@@ -33,6 +34,8 @@ func sampleCommands() []Command {
 		&PutRoute{R: model.Route{Name: "paced", WebhookURL: "http://y", TimeoutMs: 5, RateLimit: model.RateLimit{PerSecond: 0.5, Burst: 3},
 			MaxInFlight: 7, Batch: model.BatchPolicy{MaxJobs: 100, MaxWaitMs: 20}}, Now: 51},
 		&PutRoute{R: model.Route{Name: "batch-only", WebhookURL: "http://z", Batch: model.BatchPolicy{MaxJobs: 1}}, Now: 52},
+		&PutRoute{R: model.Route{Name: "pipelined", WebhookURL: "http://p", TimeoutMs: 5, Pipeline: true}, Now: 53},
+		&PutRoute{R: model.Route{Name: "paced-pipelined", WebhookURL: "http://q", MaxInFlight: 4, Pipeline: true}, Now: 54},
 		&DeleteRoute{Name: "r"},
 		&InitCluster{SlotCount: 2, ReplicationFactor: 3, Nodes: []model.Node{{ID: "n1", HTTPAddr: "h", BindAddr: "b", SerfAddr: "s", Status: model.NodeAlive, Since: 1, JoinedAt: 2}},
 			Slots: []model.SlotEntry{{Replicas: []string{"n1", "n2"}, Epoch: 1}, {Replicas: []string{"n2"}, Epoch: 1}}, Now: 9},
@@ -88,6 +91,63 @@ func TestPutRouteVersions(t *testing.T) {
 	// A v2 record cut before its delivery fields is corrupt, not a v1 one.
 	if _, err := Decode(paced[:len(plain)-1]); err == nil {
 		t.Fatal("truncated v2 route decoded")
+	}
+}
+
+// TestPutRoutePipeline: a pipelined route is written as CmdPutRouteV3,
+// which a binary that predates it refuses as a newer command (it stops
+// and asks for the newer binary rather than skip a route change); a route
+// without the flag keeps the command and bytes older binaries write.
+func TestPutRoutePipeline(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    model.Route
+		typ  CmdType // without the flag
+	}{
+		{"plain", model.Route{Name: "r", WebhookURL: "http://x", TimeoutMs: 5}, CmdPutRoute},
+		{"paced", model.Route{Name: "r", WebhookURL: "http://x", RateLimit: model.RateLimit{PerSecond: 3, Burst: 2}, MaxInFlight: 2,
+			Batch: model.BatchPolicy{MaxJobs: 10, MaxWaitMs: 5}}, CmdPutRouteV2},
+	} {
+		without := EncodeOne(&PutRoute{R: c.r, Now: 1})
+		on := c.r
+		on.Pipeline = true
+		with := EncodeOne(&PutRoute{R: on, Now: 1})
+		if CmdType(without[0]) != c.typ || CmdType(with[0]) != CmdPutRouteV3 {
+			t.Fatalf("%s: encoded as %d and %d, want %d and %d", c.name, without[0], with[0], c.typ, CmdPutRouteV3)
+		}
+		for _, tc := range []struct {
+			what  string
+			entry []byte
+			want  bool
+		}{
+			{"with the flag", with, true},
+			{"without", without, false},
+			{"with the flag, in a batch", EncodeBatch([][]byte{with, EncodeOne(&DeleteRoute{Name: "z"})}), true},
+		} {
+			got, err := Decode(tc.entry)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", c.name, tc.what, err)
+			}
+			pr, ok := got[0].(*PutRoute)
+			if !ok {
+				t.Fatalf("%s, %s: decoded %T", c.name, tc.what, got[0])
+			}
+			want := c.r
+			want.Pipeline = tc.want
+			if !reflect.DeepEqual(pr.R, want) || pr.Now != 1 {
+				t.Fatalf("%s, %s: got %+v, want %+v", c.name, tc.what, pr.R, want)
+			}
+		}
+		// Only the one flag exists: other flags are corrupt.
+		bad := slices.Clone(with)
+		i := len(bad) - 2 // the flags uvarint, before Now (varint 1 = one byte)
+		if bad[i] != routePipelineFlag {
+			t.Fatalf("%s: flags byte %d", c.name, bad[i])
+		}
+		bad[i] = 3
+		if _, err := Decode(bad); err == nil {
+			t.Fatalf("%s: %x decoded", c.name, bad)
+		}
 	}
 }
 

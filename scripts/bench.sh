@@ -5,7 +5,7 @@
 # bench's own wait timeout; the server is stopped at the end.
 #
 #   scripts/bench.sh            # all scenarios (a few minutes)
-#   scripts/bench.sh fire       # one scenario: create-batch create-single lateness fire burst fire-only
+#   scripts/bench.sh fire       # one scenario: create-batch create-single lateness fire burst burst-pipeline fire-only
 #                               # route-limit route-batch (route delivery control, issue 11)
 #   scripts/bench.sh scale      # 10M pending jobs: RSS, disk, restart time (~5 min, ~2 GB disk)
 #   scripts/bench.sh cluster    # the 3-node scenarios (cluster-create-batch ... cluster-fire)
@@ -126,6 +126,9 @@ scenario() {
     create-single) fresh; bench --jobs 100000 --concurrency 64 --create-only ;;
     lateness) fresh; bench --jobs 60000 --window 30s --batch 1000 --lead 5s ;;
     burst) fresh; bench --jobs 100000 --at-once --batch 1000 --lead 5s ;;
+    # the same burst through a route with "pipeline": true (docs/api.md):
+    # one callback per job, HTTP/1.1-pipelined
+    burst-pipeline) fresh; bench --jobs 100000 --at-once --batch 1000 --lead 5s --pipeline ;;
     fire) fresh; bench --jobs 400000 --window 20s --batch 1000 --lead 5s ;;
     # fire with the creates over well before the first trigger, so the fire
     # rate is not mixed with create traffic (the plain/secure comparison)

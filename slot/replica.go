@@ -30,6 +30,10 @@ type Delivery struct {
 	SigningSecret string // "whsec_…", empty: unsigned
 	Timeout       time.Duration
 	Now           time.Time
+	// Pipeline is the route's pipeline setting: send the request
+	// HTTP/1.1-pipelined, on a connection that may already carry
+	// requests waiting for their answers (model.Route.Pipeline).
+	Pipeline bool
 }
 
 // Deliverer sends callbacks. The node wires in the webhook client.
@@ -803,6 +807,7 @@ func (r *Replica) resolve(e storage.DueEntry, j *model.Job) (resolved, fireResul
 				LastError: fmt.Sprintf("route %q does not exist (it was deleted after the job was created)", j.Route), Now: r.cfg.Clock().UnixMilli()})), false
 		}
 		d.URL, d.Headers = rt.WebhookURL, rt.Headers
+		d.Pipeline = rt.Pipeline
 		if rt.SigningSecret != "" {
 			d.SigningSecret = rt.SigningSecret
 		}

@@ -267,6 +267,54 @@ func TestUnknownRouteWaitsWhileMetaIsNotCurrent(t *testing.T) {
 	})
 }
 
+// TestDeliveryCarriesRoutePipeline: a job naming a pipelined route is
+// delivered with Pipeline set and its route's URL and headers; a job of a
+// route without it, or with its own callback_url, is not pipelined.
+func TestDeliveryCarriesRoutePipeline(t *testing.T) {
+	d := newFakeDeliverer()
+	var mu sync.Mutex
+	got := map[string]Delivery{}
+	d.answer = func(x *Delivery) DeliveryResult {
+		mu.Lock()
+		got[x.Job.ID] = *x
+		mu.Unlock()
+		return DeliveryResult{StatusCode: 200}
+	}
+	ts := openTestSlot(t, t.TempDir(), d)
+	defer ts.close(t)
+	ts.meta.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: raftfsm.Encode(
+		&raftfsm.PutRoute{R: model.Route{Name: "fast", WebhookURL: "http://127.0.0.1:1/fast", Headers: map[string]string{"X-A": "1"}, Pipeline: true}, Now: 1},
+		&raftfsm.PutRoute{R: model.Route{Name: "plain", WebhookURL: "http://127.0.0.1:1/plain"}, Now: 1})})
+	now := time.Now().UnixMilli()
+	for id, spec := range map[string]model.JobSpec{
+		"fast":   {TriggerTime: now, Route: "fast", Hash: 1},
+		"plain":  {TriggerTime: now, Route: "plain", Hash: 2},
+		"direct": {TriggerTime: now, CallbackURL: "http://127.0.0.1:1/hook", Hash: 3},
+	} {
+		if _, err := ts.r.Propose(context.Background(), &raftfsm.Create{Coll: "default", ID: id, Spec: spec, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "three deliveries", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 3 {
+			return fmt.Errorf("%d delivered", len(got))
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if x := got["fast"]; !x.Pipeline || x.URL != "http://127.0.0.1:1/fast" || x.Headers["X-A"] != "1" {
+		t.Errorf("pipelined route's delivery: %+v", x)
+	}
+	for _, id := range []string{"plain", "direct"} {
+		if got[id].Pipeline {
+			t.Errorf("%s: delivered pipelined", id)
+		}
+	}
+}
+
 // The leader's upkeep drops the tombstones of deleted jobs once they are
 // older than tombstoneKeep (counted from their creates' stamps), and keeps
 // the younger ones.

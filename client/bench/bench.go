@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	route := ""
 	if cfg.routed() {
 		route = "bench-" + cfg.IDPrefix
-		rt := client.Route{WebhookURL: target, MaxInFlight: cfg.MaxInFlight}
+		rt := client.Route{WebhookURL: target, MaxInFlight: cfg.MaxInFlight, Pipeline: cfg.Pipeline}
 		if cfg.RateLimit > 0 {
 			rt.RateLimit = &client.RateLimit{PerSecond: cfg.RateLimit, Burst: cfg.Burst}
 		}

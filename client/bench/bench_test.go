@@ -100,6 +100,39 @@ func TestRunSingleJobsOverWindow(t *testing.T) {
 	}
 }
 
+// TestRunThroughPipelinedRoute: --pipeline alone (no limit) still makes
+// the run deliver through a route, created with pipeline: true and the
+// receiver as its webhook_url, named by every job, deleted at the end.
+func TestRunThroughPipelinedRoute(t *testing.T) {
+	f := newFakeTM(t, nil)
+	cfg := quick(f.addr())
+	cfg.IDPrefix = "p1"
+	cfg.Pipeline = true
+	rep := run(t, cfg)
+	if rep.JobsCreated != 60 || rep.Fired != 60 || rep.Missing != 0 || rep.Route != "bench-p1" {
+		t.Errorf("report = %+v", rep)
+	}
+	f.mu.Lock()
+	put, left := f.routePuts["bench-p1"], len(f.routes)
+	f.mu.Unlock()
+	var rt map[string]any
+	if err := json.Unmarshal([]byte(put), &rt); err != nil || rt["pipeline"] != true || rt["webhook_url"] != "http://"+rep.ReceiverAddr+"/hook" {
+		t.Errorf("route PUT body = %q", put)
+	}
+	if _, ok := rt["max_in_flight"]; ok {
+		t.Errorf("route PUT body = %q: a pipelined run sets no in-flight cap", put)
+	}
+	if left != 0 {
+		t.Errorf("%d routes left after the run", left)
+	}
+	jobs, _, _, _ := f.snapshot()
+	for id, j := range jobs {
+		if j.Route != "bench-p1" {
+			t.Fatalf("job %s names route %q", id, j.Route)
+		}
+	}
+}
+
 func TestRunBatchesAtOnce(t *testing.T) {
 	f := newFakeTM(t, nil)
 	cfg := quick(f.addr())

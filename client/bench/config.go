@@ -101,11 +101,13 @@ type Config struct {
 	MaxInFlight int           // max_in_flight
 	BatchJobs   int           // batch.max_jobs
 	BatchWait   time.Duration // batch.max_wait
+	Pipeline    bool          // pipeline: callbacks HTTP/1.1-pipelined (the receiver answers in order)
 }
 
-// routed reports whether the run delivers through a route.
+// routed reports whether the run delivers through a route: pipelining is
+// a route setting too, though it limits nothing.
 func (cfg *Config) routed() bool {
-	return cfg.RateLimit > 0 || cfg.MaxInFlight > 0 || cfg.BatchJobs > 0
+	return cfg.RateLimit > 0 || cfg.MaxInFlight > 0 || cfg.BatchJobs > 0 || cfg.Pipeline
 }
 
 // withDefaults returns cfg with zero fields filled in, or an error for a

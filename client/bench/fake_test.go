@@ -32,6 +32,8 @@ type fakeTM struct {
 
 	mu          sync.Mutex
 	collections map[string]string // name → PUT body
+	routes      map[string]string // name → PUT body, while the route exists
+	routePuts   map[string]string // name → PUT body, kept after a DELETE
 	jobs        map[string]fakeJob
 	singlePosts int
 	batchSizes  []int
@@ -44,6 +46,7 @@ type fakeJob struct {
 	ID          string          `json:"id"`
 	TriggerTime int64           `json:"trigger_time"`
 	CallbackURL string          `json:"callback_url"`
+	Route       string          `json:"route,omitempty"`
 	Meta        json.RawMessage `json:"meta,omitempty"`
 	Collection  string          `json:"collection"`
 	Status      string          `json:"status"`
@@ -57,6 +60,8 @@ func newFakeTM(t *testing.T, configure func(f *fakeTM)) *fakeTM {
 	f := &fakeTM{
 		t:           t,
 		collections: map[string]string{},
+		routes:      map[string]string{},
+		routePuts:   map[string]string{},
 		jobs:        map[string]fakeJob{},
 		httpc: &http.Client{
 			Timeout:   5 * time.Second,
@@ -110,6 +115,23 @@ func (f *fakeTM) serve(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(201)
 		}
 		_, _ = w.Write(body)
+	case r.Method == http.MethodPut && len(parts) == 3 && parts[0] == "v1" && parts[1] == "routes":
+		f.mu.Lock()
+		_, existed := f.routes[parts[2]]
+		f.routes[parts[2]], f.routePuts[parts[2]] = string(body), string(body)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if existed {
+			w.WriteHeader(200)
+		} else {
+			w.WriteHeader(201)
+		}
+		_, _ = w.Write(body)
+	case r.Method == http.MethodDelete && len(parts) == 3 && parts[0] == "v1" && parts[1] == "routes":
+		f.mu.Lock()
+		delete(f.routes, parts[2])
+		f.mu.Unlock()
+		w.WriteHeader(204)
 	case r.Method == http.MethodPost && len(parts) == 4 && parts[1] == "collections" && parts[3] == "jobs":
 		if f.createDelay > 0 {
 			time.Sleep(f.createDelay) // a slow server, not a wait for state
@@ -168,8 +190,22 @@ func (f *fakeTM) createJobs(w http.ResponseWriter, coll string, body []byte) {
 	_ = json.NewEncoder(w).Encode(j)
 }
 
-// accept validates, stores and schedules one job.
+// accept validates, stores and schedules one job. A job naming a route
+// goes to the route's webhook_url as it is now (the real server resolves
+// it at fire time; the bench never changes it meanwhile).
 func (f *fakeTM) accept(coll string, j *fakeJob) (int, string) {
+	if j.Route != "" {
+		var rt struct {
+			WebhookURL string `json:"webhook_url"`
+		}
+		f.mu.Lock()
+		body, ok := f.routes[j.Route]
+		f.mu.Unlock()
+		if !ok || j.CallbackURL != "" || json.Unmarshal([]byte(body), &rt) != nil {
+			return 400, "invalid_argument"
+		}
+		j.CallbackURL = rt.WebhookURL
+	}
 	n, err := jobNumber(j.ID)
 	if err != nil || j.TriggerTime <= 0 || j.CallbackURL == "" {
 		return 400, "invalid_argument"

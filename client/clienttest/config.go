@@ -31,6 +31,7 @@ type route struct {
 	RateLimit        *rateLimit        `json:"rate_limit,omitempty"`
 	MaxInFlight      int               `json:"max_in_flight,omitempty"`
 	Batch            *batch            `json:"batch,omitempty"`
+	Pipeline         bool              `json:"pipeline,omitempty"`
 	SigningSecretSet bool              `json:"signing_secret_set"`
 	CreatedAt        int64             `json:"created_at"`
 	UpdatedAt        int64             `json:"updated_at"`
@@ -185,6 +186,7 @@ func (s *Server) putRoute(r *request) *apiError {
 		RateLimit     *rateLimit        `json:"rate_limit"`
 		MaxInFlight   int               `json:"max_in_flight"`
 		Batch         *batch            `json:"batch"`
+		Pipeline      bool              `json:"pipeline"`
 	}
 	if e := strict(r.body, &in); e != nil {
 		return e
@@ -214,6 +216,9 @@ func (s *Server) putRoute(r *request) *apiError {
 		if e := validDuration("batch.max_wait", in.Batch.MaxWait); e != nil {
 			return e
 		}
+		if in.Pipeline {
+			return invalid("pipeline and batch do not combine")
+		}
 	}
 	headers := map[string]string{}
 	for k, v := range in.Headers {
@@ -224,7 +229,7 @@ func (s *Server) putRoute(r *request) *apiError {
 	}
 	now := s.now().UnixMilli()
 	rt := &route{Name: name, WebhookURL: in.WebhookURL, Headers: headers, Timeout: in.Timeout, RateLimit: in.RateLimit,
-		MaxInFlight: in.MaxInFlight, Batch: in.Batch, secret: in.SigningSecret, SigningSecretSet: in.SigningSecret != "",
+		MaxInFlight: in.MaxInFlight, Batch: in.Batch, Pipeline: in.Pipeline, secret: in.SigningSecret, SigningSecretSet: in.SigningSecret != "",
 		CreatedAt: now, UpdatedAt: now}
 	status := 201
 	if old := s.routes[name]; old != nil {

@@ -167,6 +167,12 @@ func TestSchedulesCollectionsRoutes(t *testing.T) {
 	if err != nil || rt.Headers["Authorization"] == "Bearer x" || rt.Headers["X-Team"] != "billing" || rt.Batch.MaxJobs != 100 || !rt.SigningSecretSet {
 		t.Errorf("route: %+v %v", rt, err)
 	}
+	if rt, _, err := c.PutRoute(ctx, "fast", client.Route{WebhookURL: "https://f.example/hook", Pipeline: true}); err != nil || !rt.Pipeline {
+		t.Errorf("pipelined route: %+v %v", rt, err)
+	}
+	if rt, err := c.GetRoute(ctx, "invoices"); err != nil || rt.Pipeline {
+		t.Errorf("route without pipeline: %+v %v", rt, err)
+	}
 	s, created, err := c.PutSchedule(ctx, "billing", "nightly", client.Schedule{Cron: "0 2 * * *", Timezone: "Europe/Berlin", Route: "invoices"})
 	if err != nil || !created || s.ID != "nightly" || s.Version != 1 {
 		t.Fatalf("schedule: %+v %v", s, err)

@@ -167,9 +167,27 @@ func TestCLIConfigAndJobs(t *testing.T) {
 	if again := mustRun("route", "get", "hooks", "-o", "json"); again != out {
 		t.Errorf("two reads print differently:\n%s\n%s", out, again)
 	}
-	if out := mustRun("route", "list"); !regexp.MustCompile(`hooks\s+http://127.0.0.1:9/hook\s+7s\s+100/s burst 20\s+10\s+50 jobs / 20ms\s+X-B,X-Team\s+true`).MatchString(out) {
+	mustRun("route", "put", "fast", "--webhook-url", "http://127.0.0.1:9/fast", "--pipeline")
+	out = mustRun("route", "get", "fast", "-o", "json")
+	var fast client.Route
+	if err := json.Unmarshal([]byte(out), &fast); err != nil {
+		t.Fatal(err)
+	}
+	if !fast.Pipeline || fast.MaxInFlight != 0 || fast.Batch != nil {
+		t.Errorf("pipelined route %s", out)
+	}
+	if keys := topKeys(t, out); strings.Join(keys, ",") != "name,webhook_url,headers,pipeline,signing_secret_set"+tail(keys) {
+		t.Errorf("pipelined route keys in order %v", keys)
+	}
+	if out := mustRun("route", "get", "fast"); !regexp.MustCompile(`(?m)^pipeline:\s+true$`).MatchString(out) {
+		t.Errorf("route get of a pipelined route:\n%s", out)
+	}
+	if out := mustRun("route", "list"); !regexp.MustCompile(`(?m)^NAME\s+WEBHOOK URL\s+TIMEOUT\s+RATE LIMIT\s+MAX IN FLIGHT\s+BATCH\s+PIPELINE\s+HEADERS\s+SIGNED\n`).MatchString(out) ||
+		!regexp.MustCompile(`hooks\s+http://127.0.0.1:9/hook\s+7s\s+100/s burst 20\s+10\s+50 jobs / 20ms\s+false\s+X-B,X-Team\s+true`).MatchString(out) ||
+		!regexp.MustCompile(`fast\s+http://127.0.0.1:9/fast\s+-\s+-\s+-\s+-\s+true\s+\S+\s+false`).MatchString(out) {
 		t.Errorf("route list:\n%s", out)
 	}
+	mustRun("route", "delete", "fast")
 
 	out = mustRun("job", "create", "-c", "billing", "--id", "j1", "--at", "2030-01-02T03:04:05Z", "--route", "hooks", "--meta", `{"k":1}`, "--max-attempts", "2")
 	if !regexp.MustCompile(`(?m)^id:\s+j1$`).MatchString(out) || !regexp.MustCompile(`(?m)^trigger_time:\s+2030-01-02T03:04:05.000Z$`).MatchString(out) ||

@@ -208,6 +208,7 @@ func newRouteCmd() *cobra.Command {
 		Example: `  timemachine route put billing --webhook-url https://hooks.example.com/t --header 'X-Team=billing'
   timemachine route put bulk --webhook-url http://10.0.0.5/batch --batch-max-jobs 100 --batch-max-wait 20ms \
       --rate-limit 100 --burst 20 --max-in-flight 10
+  timemachine route put fast --webhook-url http://10.0.0.6/hook --pipeline   # a fast receiver that answers in order
   timemachine route put billing --body route.json   # the API's JSON object; "-" reads stdin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -277,6 +278,7 @@ func newRouteCmd() *cobra.Command {
 	f.IntVar(&r.MaxInFlight, "max-in-flight", 0, "callbacks open at once")
 	f.IntVar(&batchN, "batch-max-jobs", 0, "send due jobs together, up to this many per POST (batch.max_jobs)")
 	f.StringVar(&batchW, "batch-max-wait", "", "wait at most this long to fill a batch (batch.max_wait; Go duration)")
+	f.BoolVar(&r.Pipeline, "pipeline", false, "send callbacks HTTP/1.1-pipelined, several per connection before their answers (pipeline; the receiver must answer in order)")
 	f.StringVar(&body, "body", "", "file with the JSON route object (or - for stdin), sent to the API as it is; replaces the other flags")
 
 	get := &cobra.Command{
@@ -322,9 +324,10 @@ func newRouteCmd() *cobra.Command {
 			rows := make([][]string, 0, len(rs))
 			for _, rt := range rs {
 				rows = append(rows, []string{rt.Name, rt.WebhookURL, orDash(rt.Timeout), rateText(rt.RateLimit),
-					intOrDash(rt.MaxInFlight), batchText(rt.Batch), headerNames(rt.Headers), strconv.FormatBool(rt.SigningSecretSet)})
+					intOrDash(rt.MaxInFlight), batchText(rt.Batch), strconv.FormatBool(rt.Pipeline), headerNames(rt.Headers),
+					strconv.FormatBool(rt.SigningSecretSet)})
 			}
-			return p.table([]string{"NAME", "WEBHOOK URL", "TIMEOUT", "RATE LIMIT", "MAX IN FLIGHT", "BATCH", "HEADERS", "SIGNED"}, rows)
+			return p.table([]string{"NAME", "WEBHOOK URL", "TIMEOUT", "RATE LIMIT", "MAX IN FLIGHT", "BATCH", "PIPELINE", "HEADERS", "SIGNED"}, rows)
 		},
 	}
 	del := &cobra.Command{

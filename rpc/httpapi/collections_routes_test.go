@@ -171,6 +171,11 @@ func TestRouteValidation(t *testing.T) {
 		{"batch wait long", `{"webhook_url":"http://x","batch":{"max_jobs":10,"max_wait":"11s"}}`, "batch.max_wait: must be from"},
 		{"batch wait number", `{"webhook_url":"http://x","batch":{"max_jobs":10,"max_wait":20}}`, "Go duration"},
 		{"batch unknown", `{"webhook_url":"http://x","batch":{"max_job":10}}`, `did you mean "max_jobs"`},
+		{"pipeline string", `{"webhook_url":"http://x","pipeline":"true"}`, `pipeline: must be true or false, got a string "true"`},
+		{"pipeline number", `{"webhook_url":"http://x","pipeline":1}`, "pipeline: must be true or false, got a number 1"},
+		{"pipeline object", `{"webhook_url":"http://x","pipeline":{}}`, "pipeline: must be true or false"},
+		{"pipeline misspelt", `{"webhook_url":"http://x","pipelined":true}`, `did you mean "pipeline"`},
+		{"pipeline with batch", `{"webhook_url":"http://x","pipeline":true,"batch":{"max_jobs":10}}`, "pipeline and batch do not combine"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,8 +194,9 @@ func TestRouteValidation(t *testing.T) {
 	}
 }
 
-// TestRouteDeliveryControl: rate_limit, max_in_flight and batch reach the
-// backend and come back in GET, with defaults filled in.
+// TestRouteDeliveryControl: rate_limit, max_in_flight, batch and pipeline
+// reach the backend and come back in GET, with defaults filled in
+// (pipeline shown only when true).
 func TestRouteDeliveryControl(t *testing.T) {
 	for _, tc := range []struct {
 		body string
@@ -203,8 +209,15 @@ func TestRouteDeliveryControl(t *testing.T) {
 		{`{"webhook_url":"http://x","rate_limit":{"per_second":0.5},"batch":{}}`,
 			model.Route{RateLimit: model.RateLimit{PerSecond: 0.5}, Batch: model.BatchPolicy{MaxJobs: 100}},
 			`"timeout":"2s","rate_limit":{"per_second":0.5,"burst":1},"batch":{"max_jobs":100,"max_wait":"0s"},"signing_secret_set":false`},
-		{`{"webhook_url":"http://x","rate_limit":null,"max_in_flight":null,"batch":null}`,
+		{`{"webhook_url":"http://x","rate_limit":null,"max_in_flight":null,"batch":null,"pipeline":null}`,
 			model.Route{}, `"timeout":"2s","signing_secret_set":false`},
+		{`{"webhook_url":"http://x", "pipeline" : true }`,
+			model.Route{Pipeline: true}, `"timeout":"2s","pipeline":true,"signing_secret_set":false`},
+		{`{"webhook_url":"http://x","pipeline":false}`,
+			model.Route{}, `"timeout":"2s","signing_secret_set":false`},
+		{`{"webhook_url":"http://x","max_in_flight":8,"rate_limit":{"per_second":10},"pipeline":true}`,
+			model.Route{MaxInFlight: 8, RateLimit: model.RateLimit{PerSecond: 10}, Pipeline: true},
+			`"timeout":"2s","rate_limit":{"per_second":10,"burst":1},"max_in_flight":8,"pipeline":true,"signing_secret_set":false`},
 	} {
 		f := &fakeBackend{created: true}
 		r := do(newTestServer(f).Handler(), "PUT", "/v1/routes/billing", strings.Replace(tc.body, "{", `{"timeout":"2s",`, 1))
@@ -212,11 +225,15 @@ func TestRouteDeliveryControl(t *testing.T) {
 			t.Fatalf("%s: %d %s", tc.body, r.status, r.body)
 		}
 		got := f.putRoute
-		if got.RateLimit != tc.want.RateLimit || got.MaxInFlight != tc.want.MaxInFlight || got.Batch != tc.want.Batch {
+		if got.RateLimit != tc.want.RateLimit || got.MaxInFlight != tc.want.MaxInFlight || got.Batch != tc.want.Batch ||
+			got.Pipeline != tc.want.Pipeline {
 			t.Fatalf("%s: backend got %+v", tc.body, got)
 		}
 		if !strings.Contains(string(appendRoute(nil, &got)), tc.echo) {
 			t.Fatalf("%s: rendered %s, want %s", tc.body, appendRoute(nil, &got), tc.echo)
+		}
+		if !strings.Contains(string(r.body), tc.echo) {
+			t.Fatalf("%s: PUT answered %s, want %s", tc.body, r.body, tc.echo)
 		}
 	}
 }

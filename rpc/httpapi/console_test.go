@@ -260,7 +260,7 @@ func TestAnswersMatchTheSchemas(t *testing.T) {
 		CallbackURL: "http://127.0.0.1:9/x", Meta: []byte(`{"a":1}`), Attempts: 2, LastError: "refused", CreatedAt: 1, UpdatedAt: 2, FinishedAt: 2}
 	f := &fakeBackend{
 		job: failed, listJobs: []*model.Job{failed}, coll: coll, colls: []*model.Collection{coll},
-		route:  &model.Route{Name: "r1", WebhookURL: "http://127.0.0.1:9/h", Headers: map[string]string{"Authorization": "Bearer x", "X-A": "b"}, TimeoutMs: 1000, CreatedAt: 1, UpdatedAt: 1},
+		route:  &model.Route{Name: "r1", WebhookURL: "http://127.0.0.1:9/h", Headers: map[string]string{"Authorization": "Bearer x", "X-A": "b"}, TimeoutMs: 1000, Pipeline: true, CreatedAt: 1, UpdatedAt: 1},
 		routes: []*model.Route{{Name: "r1", WebhookURL: "http://127.0.0.1:9/h"}},
 		// Every slot state, every node status, a move under way.
 		cluster: &model.ClusterInfo{SlotCount: 4, ReplicationFactor: 2, Self: "n1", MetaLeader: "n1",

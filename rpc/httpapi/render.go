@@ -288,6 +288,9 @@ func appendRoute(b []byte, r *model.Route) []byte {
 		b = appendStrField(b, "max_wait", durationString(r.Batch.MaxWaitMs))
 		b = append(b, '}')
 	}
+	if r.Pipeline {
+		b = appendBoolField(b, "pipeline", true)
+	}
 	b = appendBoolField(b, "signing_secret_set", r.SigningSecret != "")
 	b = appendIntField(b, "created_at", r.CreatedAt)
 	b = appendIntField(b, "updated_at", r.UpdatedAt)

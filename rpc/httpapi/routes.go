@@ -11,7 +11,7 @@ import (
 // The route endpoints: /v1/routes[/{r}].
 
 var routeFields = newFieldSet(
-	[]string{"webhook_url", "headers", "signing_secret", "timeout", "rate_limit", "max_in_flight", "batch"},
+	[]string{"webhook_url", "headers", "signing_secret", "timeout", "rate_limit", "max_in_flight", "batch", "pipeline"},
 	[]string{"name", "signing_secret_set", "created_at", "updated_at"},
 )
 
@@ -69,8 +69,8 @@ var (
 )
 
 // parseDelivery reads a route's delivery control: rate_limit,
-// max_in_flight and batch (docs/api.md#route-delivery-control). null is
-// the same as leaving a field out.
+// max_in_flight, batch and pipeline (docs/api.md#route-delivery-control).
+// null is the same as leaving a field out.
 func parseDelivery(o object, rt *model.Route) *model.Error {
 	if raw, ok := o.field("rate_limit"); ok && !isNull(raw) {
 		ro, e := decodeObject("rate_limit", raw)
@@ -119,6 +119,18 @@ func parseDelivery(o object, rt *model.Route) *model.Error {
 			}
 		}
 	}
+	if raw, ok := o.field("pipeline"); ok {
+		switch string(raw) {
+		case "true":
+			rt.Pipeline = true
+		case "false":
+		default:
+			return model.Invalid("pipeline: must be true or false, got %s %s", jsonKind(raw), shown(raw))
+		}
+	}
+	if rt.Pipeline && rt.Batch.Set() {
+		return model.Invalid("pipeline and batch do not combine: a batched route already sends one request for many jobs; leave one of them out")
+	}
 	return nil
 }
 
@@ -165,7 +177,8 @@ func (s *Server) putRoute(r *request) {
 func sameRoute(a, b *model.Route) bool {
 	return a.WebhookURL == b.WebhookURL && a.SigningSecret == b.SigningSecret &&
 		a.TimeoutMs == b.TimeoutMs && maps.Equal(a.Headers, b.Headers) &&
-		a.RateLimit == b.RateLimit && a.MaxInFlight == b.MaxInFlight && a.Batch == b.Batch
+		a.RateLimit == b.RateLimit && a.MaxInFlight == b.MaxInFlight && a.Batch == b.Batch &&
+		a.Pipeline == b.Pipeline
 }
 
 // getRoute is GET /v1/routes/{r}.

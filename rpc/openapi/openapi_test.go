@@ -300,6 +300,7 @@ func TestAcceptedBodiesValidate(t *testing.T) {
 		{"RedriveRequest", `{"from":1}`},
 		{"RedriveRequest", `{"from":1,"to":2}`},
 		{"RetryPolicy", `{"max_attempts":1000,"multiplier":100}`},
+		{"RouteConfig", `{"webhook_url":"https://x","max_in_flight":4,"pipeline":true}`},
 	} {
 		if err := validate(t, c, tc.schema, tc.value); err != nil {
 			t.Errorf("%s rejected %s: %v", tc.schema, tc.value, err)

@@ -77,6 +77,9 @@ type Request struct {
 	// clock it used to decide to fire, and so tests are deterministic.
 	// Zero means the time Deliver is called.
 	Now time.Time
+	// Pipeline sends the request HTTP/1.1-pipelined (pipeline.go): on a
+	// connection that may already carry requests waiting for answers.
+	Pipeline bool
 }
 
 // Result is what happened to one delivery. It reports; it does not judge.
@@ -183,6 +186,14 @@ type Client struct {
 	// second was 5% of the fire path's CPU.
 	goodURLs  sync.Map // string → struct{}
 	goodCount atomic.Int32
+
+	// pipes holds the pipelined connections per receiver (pipeline.go):
+	// "scheme://host:port" → *pipeHost.
+	pipes    sync.Map
+	maxConns int           // Options.MaxConnsPerHost
+	idleConn time.Duration // Options.MaxIdleConnDuration
+	// pipeStall is pipeStall, a field so that tests can make it long.
+	pipeStall time.Duration
 }
 
 // maxGoodURLs bounds the validated-URL cache; past it the cache starts over.
@@ -227,6 +238,9 @@ func New(o Options) *Client {
 		maxBody:     o.MaxResponseBodySize,
 		userAgent:   o.UserAgent,
 		staleAfter:  o.StaleCheckAfter,
+		maxConns:    o.MaxConnsPerHost,
+		idleConn:    o.MaxIdleConnDuration,
+		pipeStall:   pipeStall,
 	}
 	c.hc = &fasthttp.Client{
 		NoDefaultUserAgentHeader: true,
@@ -270,6 +284,7 @@ func New(o Options) *Client {
 func (c *Client) Close() {
 	c.closed.Store(true)
 	c.hc.CloseIdleConnections()
+	c.closeIdlePipes()
 }
 
 // replayOnStaleConn lets fasthttp send a request again when it was refused
@@ -326,37 +341,47 @@ func (c *Client) configureHost(hc *fasthttp.HostClient) error {
 	if !hc.IsTLS {
 		return nil
 	}
+	cfg := c.tlsConfigFor(hc.Addr)
+	hc.DialTimeout = func(addr string, timeout time.Duration) (net.Conn, error) {
+		return c.dialTLS(addr, cfg, c.clampDial(timeout))
+	}
+	return nil
+}
+
+// tlsConfigFor is the client's TLS config for one receiver host.
+func (c *Client) tlsConfigFor(addr string) *tls.Config {
 	cfg := c.tlsConfig.Clone()
 	if cfg.ServerName == "" {
-		host := hc.Addr
-		if h, _, err := net.SplitHostPort(hc.Addr); err == nil {
+		host := addr
+		if h, _, err := net.SplitHostPort(addr); err == nil {
 			host = h
 		}
 		cfg.ServerName = host
 	}
-	hc.DialTimeout = func(addr string, timeout time.Duration) (net.Conn, error) {
-		d := c.clampDial(timeout)
-		deadline := time.Now().Add(d)
-		conn, err := c.dialTCP(addr, d)
-		if err != nil {
-			return nil, err
-		}
-		// conn is a staleCheckConn (dialTCP): the check sits under TLS
-		// and peeks at the raw socket.
-		tc := tls.Client(conn, cfg)
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err = tc.HandshakeContext(ctx)
-		cancel()
-		if err != nil {
-			conn.Close()
-			if errors.Is(err, context.DeadlineExceeded) {
-				return nil, fmt.Errorf("%w: %w", fasthttp.ErrTLSHandshakeTimeout, err)
-			}
-			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
-		}
-		return tc, nil
+	return cfg
+}
+
+// dialTLS connects and completes the TLS handshake within d.
+func (c *Client) dialTLS(addr string, cfg *tls.Config, d time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(d)
+	conn, err := c.dialTCP(addr, d)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	// conn is a staleCheckConn (dialTCP): the check sits under TLS
+	// and peeks at the raw socket.
+	tc := tls.Client(conn, cfg)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err = tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		conn.Close()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: %w", fasthttp.ErrTLSHandshakeTimeout, err)
+		}
+		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }
 
 // Deliver sends one callback and reports what happened.
@@ -401,11 +426,15 @@ func (c *Client) Deliver(ctx context.Context, r *Request) Result {
 		return Result{Err: err, Latency: time.Since(start)}
 	}
 
+	exchange := c.exchange
+	if r.Pipeline {
+		exchange = c.pipelined
+	}
 	if ctx.Done() == nil {
-		return c.exchange(req, now, start, deadline)
+		return exchange(req, now, start, deadline)
 	}
 	done := make(chan Result, 1)
-	go func() { done <- c.exchange(req, now, start, deadline) }()
+	go func() { done <- exchange(req, now, start, deadline) }()
 	select {
 	case res := <-done:
 		return res
@@ -533,23 +562,29 @@ func (c *Client) exchange(req *fasthttp.Request, now, start, deadline time.Time)
 		res.Latency = time.Since(start)
 		return res
 	}
-	res.StatusCode = resp.StatusCode()
-	if v := resp.Header.Peek("Retry-After"); len(v) > 0 {
-		res.RetryAfter, res.HasRetryAfter = parseRetryAfter(v, now)
-	}
-
 	bp := c.getBodyBuf()
 	body, complete, readErr := c.readBody(resp, *bp)
 	// Closing before release matters: a body not read to the end closes the
 	// connection instead of returning it to the pool mid-response.
 	_ = resp.CloseBodyStream()
+	res = c.answer(resp, body, complete, readErr, now, start)
+	*bp = body[:0]
+	c.bodyBufs.Put(bp)
+	return res
+}
+
+// answer is the Result of a response that arrived, body being what was
+// read of its body (complete: all of it; readErr: why not).
+func (c *Client) answer(resp *fasthttp.Response, body []byte, complete bool, readErr error, now, start time.Time) (res Result) {
+	res.StatusCode = resp.StatusCode()
+	if v := resp.Header.Peek("Retry-After"); len(v) > 0 {
+		res.RetryAfter, res.HasRetryAfter = parseRetryAfter(v, now)
+	}
 	res.Latency = time.Since(start)
 	res.BodySnippet = snippet(body)
 	if res.StatusCode >= 200 && res.StatusCode <= 299 {
 		res.RescheduleAt, res.RescheduleIn, res.RescheduleErr = parseReschedule(body, complete, readErr, c.maxBody)
 	}
-	*bp = body[:0]
-	c.bodyBufs.Put(bp)
 	return res
 }
 

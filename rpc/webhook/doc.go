@@ -25,4 +25,10 @@
 // fasthttp's pooled request/response objects keep that allocation-light. The
 // price is that fasthttp reuses buffers: nothing taken from a fasthttp object
 // may outlive Deliver, which is why Result holds only copies.
+//
+// A request marked Pipeline (a route's "pipeline") is sent HTTP/1.1-
+// pipelined over connections of the package's own (pipeline.go), so that
+// the callbacks ready at one moment share a write and a read on both
+// ends; DESIGN.md has the rules for what is sent again when a pipelined
+// connection breaks.
 package webhook

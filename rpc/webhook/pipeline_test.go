@@ -1,0 +1,486 @@
+package webhook
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// pipeRequest is testRequest for job id, pipelined.
+func pipeRequest(url, id string) *Request {
+	r := testRequest(url)
+	r.Payload.ID = id
+	r.IdempotencyKey = "c:" + id + ":1"
+	r.Pipeline = true
+	return r
+}
+
+// rawServer accepts connections on loopback and runs serve on each (conn
+// is the connection's index, from 0). It returns the address.
+func rawServer(t *testing.T, serve func(conn net.Conn, br *bufio.Reader, index int)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { ln.Close() })
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				serve(conn, bufio.NewReader(conn), i)
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// readID reads one request and returns its job id (the Idempotency-Key's
+// middle part).
+func readID(br *bufio.Reader) (string, error) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return "", err
+	}
+	_, _ = io.Copy(io.Discard, req.Body)
+	k := strings.Split(req.Header.Get("Idempotency-Key"), ":")
+	if len(k) != 3 {
+		return "", fmt.Errorf("idempotency key %q", req.Header.Get("Idempotency-Key"))
+	}
+	return k[1], nil
+}
+
+func answer(id string) string {
+	return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(id), id)
+}
+
+// deliverAll sends ids pipelined at once and returns their results by id.
+func deliverAll(c *Client, url string, ids []string, timeout time.Duration) map[string]Result {
+	var mu sync.Mutex
+	out := make(map[string]Result, len(ids))
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			r := pipeRequest(url, id)
+			r.Timeout = timeout
+			res := c.Deliver(context.Background(), r)
+			mu.Lock()
+			out[id] = res
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func ids(n int, prefix string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+// The receiver answers nothing until ten requests have arrived on one
+// connection: only a pipelining client gets any answer. Each answer
+// carries its request's id, so the answers must be matched in order.
+func TestPipelineWritesBeforeAnswers(t *testing.T) {
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, _ int) {
+		for {
+			var got []string
+			for len(got) < 10 {
+				id, err := readID(br)
+				if err != nil {
+					return
+				}
+				got = append(got, id)
+			}
+			var all strings.Builder
+			for _, id := range got {
+				all.WriteString(answer(id))
+			}
+			if _, err := io.WriteString(conn, all.String()); err != nil {
+				return
+			}
+		}
+	})
+	c := newClient(t, Options{})
+	c.pipeStall = time.Minute // a slow test host opens no second connection
+	url := "http://" + addr + "/hook"
+	// Ten at a time: the pipeline's connections fill in order, so they
+	// all land on the first.
+	for round := range 3 {
+		res := deliverAll(c, url, ids(10, fmt.Sprintf("r%d-", round)), 5*time.Second)
+		for id, r := range res {
+			if r.Err != nil || r.StatusCode != 200 || r.BodySnippet != id {
+				t.Fatalf("round %d: %s = %+v", round, id, r)
+			}
+		}
+	}
+}
+
+// A receiver of another HTTP stack (net/http serves pipelined requests one
+// after the other) gets every request once, and each answer reaches the
+// request it belongs to, over few connections.
+func TestPipelineNetHTTPReceiver(t *testing.T) {
+	var conns atomic.Int32
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		id := strings.Split(r.Header.Get("Idempotency-Key"), ":")[1]
+		mu.Lock()
+		seen[id]++
+		mu.Unlock()
+		_, _ = io.WriteString(w, id)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := newClient(t, Options{})
+	want := ids(2000, "j")
+	res := deliverAll(c, srv.URL+"/hook", want, 10*time.Second)
+	for _, id := range want {
+		if r := res[id]; r.Err != nil || r.StatusCode != 200 || r.BodySnippet != id {
+			t.Fatalf("%s = %+v", id, r)
+		}
+		if seen[id] != 1 {
+			t.Fatalf("%s seen %d times", id, seen[id])
+		}
+	}
+	// 2,000 callbacks at once: without pipelining as many connections
+	// as the pool allows (1,024); pipelined, a connection per 128 owed
+	// answers at most, plus those opened on a stall of this loaded test.
+	if n := conns.Load(); n > 200 {
+		t.Fatalf("%d connections for 2,000 pipelined callbacks", n)
+	}
+	t.Logf("%d connections", conns.Load())
+}
+
+// An answer with "Connection: close" ends the connection; the requests
+// written after it were not processed (RFC 9112 §9.6) and go again on a
+// new connection, costing no attempt.
+func TestPipelineConnectionCloseResends(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var unprocessed atomic.Int32
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, index int) {
+		for n := 0; ; n++ {
+			id, err := readID(br)
+			if err != nil {
+				return
+			}
+			if index == 0 && n > 0 {
+				unprocessed.Add(1)
+				continue // after "close": read, never processed
+			}
+			mu.Lock()
+			seen[id]++
+			mu.Unlock()
+			if index == 0 {
+				// The first answer closes the first connection once the
+				// other requests have been written behind it.
+				// What it reads after that (until the client hangs up)
+				// it counts and never processes.
+				time.Sleep(50 * time.Millisecond)
+				io.WriteString(conn, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+				continue
+			}
+			if _, err := io.WriteString(conn, answer(id)); err != nil {
+				return
+			}
+		}
+	})
+	c := newClient(t, Options{})
+	c.pipeStall = time.Minute
+	want := ids(20, "k")
+	res := deliverAll(c, "http://"+addr+"/", want, 5*time.Second)
+	for _, id := range want {
+		if r := res[id]; r.Err != nil || r.StatusCode != 200 {
+			t.Fatalf("%s = %+v", id, r)
+		}
+		if seen[id] != 1 {
+			t.Fatalf("%s processed %d times", id, seen[id])
+		}
+	}
+	if unprocessed.Load() == 0 {
+		t.Fatal("no request was written behind the closing answer")
+	}
+}
+
+// A receiver that closes the connection without a word after answering
+// one request: the answered one stands; the others, which it may have
+// seen, fail as a connection error (retried by the slot like any other).
+func TestPipelineBrokenConnectionFailsTheUnanswered(t *testing.T) {
+	got := make(chan struct{})
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, _ int) {
+		var first string
+		for n := range 3 {
+			id, err := readID(br)
+			if err != nil {
+				return
+			}
+			if n == 0 {
+				first = id
+			}
+		}
+		io.WriteString(conn, answer(first))
+		close(got)
+	})
+	c := newClient(t, Options{})
+	c.pipeStall = time.Minute
+	url := "http://" + addr + "/"
+	// Three requests queued together, so they share the connection.
+	res := deliverAll(c, url, ids(3, "b"), 5*time.Second)
+	<-got
+	ok, failed := 0, 0
+	for id, r := range res {
+		switch {
+		case r.StatusCode == 200 && r.Err == nil && r.BodySnippet == id:
+			ok++
+		case r.StatusCode == 0 && r.Err != nil && !r.TimedOut:
+			failed++
+		default:
+			t.Fatalf("%s = %+v", id, r)
+		}
+	}
+	if ok != 1 || failed != 2 {
+		t.Fatalf("%d answered, %d failed; want 1 and 2", ok, failed)
+	}
+}
+
+// A slow answer holds only what was queued behind it before the stall
+// showed: later requests go to a new connection and are answered while
+// the slow one is still open.
+func TestPipelineStallOpensAConnection(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.Contains(r.Header.Get("Idempotency-Key"), ":slow:") {
+			<-release
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	c := newClient(t, Options{})
+	slow := make(chan Result, 1)
+	go func() { slow <- c.Deliver(context.Background(), pipeRequest(srv.URL, "slow")) }()
+	time.Sleep(3 * pipeStall)
+	for _, id := range ids(5, "f") {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		res := c.Deliver(ctx, pipeRequest(srv.URL, id))
+		cancel()
+		if res.Err != nil || res.StatusCode != 200 {
+			t.Fatalf("%s behind a slow answer = %+v", id, res)
+		}
+	}
+	select {
+	case res := <-slow:
+		t.Fatalf("the slow callback finished early: %+v", res)
+	default:
+	}
+}
+
+// The head's timeout fails it as a timeout; the connection is closed, and
+// the callbacks queued behind it cannot be matched any more.
+func TestPipelineTimeout(t *testing.T) {
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, _ int) {
+		for {
+			if _, err := readID(br); err != nil {
+				return
+			}
+		}
+	})
+	c := newClient(t, Options{})
+	start := time.Now()
+	res := deliverAll(c, "http://"+addr+"/", ids(3, "t"), 200*time.Millisecond)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	timedOut := 0
+	for id, r := range res {
+		if r.Err == nil || r.StatusCode != 0 {
+			t.Fatalf("%s = %+v", id, r)
+		}
+		if r.TimedOut {
+			timedOut++
+		}
+	}
+	if timedOut == 0 {
+		t.Fatalf("no timeout reported: %+v", res)
+	}
+}
+
+// An answer larger than the client reads keeps its status; the connection
+// is closed (the rest of the body is on the wire) and later callbacks use
+// a new one.
+func TestPipelineHugeAnswer(t *testing.T) {
+	big := strings.Repeat("x", DefaultMaxResponseBodySize+100)
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, index int) {
+		for {
+			id, err := readID(br)
+			if err != nil {
+				return
+			}
+			body := id
+			if index == 0 {
+				body = big
+			}
+			if _, err := fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+				return
+			}
+		}
+	})
+	c := newClient(t, Options{})
+	url := "http://" + addr + "/"
+	if res := c.Deliver(context.Background(), pipeRequest(url, "big")); res.Err != nil || res.StatusCode != 200 {
+		t.Fatalf("huge answer = %+v", res)
+	}
+	if res := c.Deliver(context.Background(), pipeRequest(url, "next")); res.Err != nil || res.StatusCode != 200 || res.BodySnippet != "next" {
+		t.Fatalf("after a huge answer = %+v", res)
+	}
+}
+
+// A connection the receiver closed while it idled is noticed before the
+// next write: the request goes on a new connection, seen once.
+func TestPipelineStaleConnection(t *testing.T) {
+	var requests atomic.Int32
+	closed := make(chan struct{})
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, index int) {
+		for {
+			id, err := readID(br)
+			if err != nil {
+				return
+			}
+			requests.Add(1)
+			io.WriteString(conn, answer(id))
+			if index == 0 {
+				conn.Close()
+				close(closed)
+				return
+			}
+		}
+	})
+	c := newClient(t, Options{StaleCheckAfter: -1})
+	url := "http://" + addr + "/"
+	if res := c.Deliver(context.Background(), pipeRequest(url, "a")); res.StatusCode != 200 {
+		t.Fatalf("first = %+v", res)
+	}
+	<-closed
+	if res := c.Deliver(context.Background(), pipeRequest(url, "b")); res.Err != nil || res.StatusCode != 200 || res.BodySnippet != "b" {
+		t.Fatalf("on a stale connection = %+v", res)
+	}
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("receiver saw %d requests, want 2", n)
+	}
+}
+
+func TestPipelineTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, strings.Split(r.Header.Get("Idempotency-Key"), ":")[1])
+	}))
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	c := newClient(t, Options{TLSConfig: &tls.Config{RootCAs: roots}})
+	for id, r := range deliverAll(c, srv.URL, ids(50, "s"), 5*time.Second) {
+		if r.Err != nil || r.StatusCode != 200 || r.BodySnippet != id {
+			t.Fatalf("%s = %+v", id, r)
+		}
+	}
+	res := newClient(t, Options{}).Deliver(context.Background(), pipeRequest(srv.URL, "x"))
+	if res.Err == nil || res.StatusCode != 0 {
+		t.Fatalf("untrusted certificate = %+v", res)
+	}
+}
+
+func TestPipelineConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := newClient(t, Options{})
+	for id, r := range deliverAll(c, "http://"+addr+"/", ids(5, "r"), 2*time.Second) {
+		if r.Err == nil || r.StatusCode != 0 {
+			t.Fatalf("%s = %+v", id, r)
+		}
+	}
+}
+
+// The egress policy decides pipelined connections too.
+func TestPipelineEgressRefused(t *testing.T) {
+	srv, reqs := newServer(t, nil)
+	p, err := NewPolicy([]string{"127.0.0.0/8"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, Options{Egress: p})
+	res := c.Deliver(context.Background(), pipeRequest(srv.URL, "e"))
+	if !errors.Is(res.Err, ErrRefused) {
+		t.Fatalf("Deliver = %+v, want ErrRefused", res)
+	}
+	select {
+	case <-reqs:
+		t.Fatal("the receiver got a request")
+	default:
+	}
+}
+
+// An idle pipelined connection is closed after MaxIdleConnDuration, and
+// the next callback opens a new one.
+func TestPipelineIdleClose(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	closed := make(chan struct{}, 4)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			conns.Add(1)
+		case http.StateClosed:
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := newClient(t, Options{MaxIdleConnDuration: 50 * time.Millisecond})
+	for i := range 2 {
+		if res := c.Deliver(context.Background(), pipeRequest(srv.URL, "i")); res.Err != nil || res.StatusCode != 200 {
+			t.Fatalf("Deliver %d = %+v", i, res)
+		}
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the idle connection was not closed")
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+}
