@@ -63,7 +63,9 @@ const (
 	finalReadClients = 4
 	// The capped route: its cap, and how long after a fault the checker
 	// allows it exceeded (a place lives 5 s unrenewed, inflight.Hold).
-	routeName  = "capped"
+	routeName = "capped"
+	// pipedRoute: half the workload's jobs go through it (pipelined).
+	pipedRoute = "piped"
 	routeCap   = 1
 	routeGrace = 6 * time.Second
 )
@@ -292,7 +294,7 @@ func (r *run) execute(ctx context.Context) error {
 
 	r.wl = workload.New(workload.Config{Coll: coll, Clients: cfg.Clients, Seed: cfg.Seed, CallbackURL: r.rcv.URL(),
 		CallbackTimeout: callbackTimeout, TriggerMin: 200 * time.Millisecond, TriggerMax: 4 * time.Second, PastFraction: 0.1,
-		ThinkMin: 20 * time.Millisecond, ThinkMax: 80 * time.Millisecond, CreateRetries: 1},
+		ThinkMin: 20 * time.Millisecond, ThinkMax: 80 * time.Millisecond, CreateRetries: 1, PipelinedRoute: pipedRoute},
 		rec, cl.Client(6*time.Second), r.targets)
 	capped := &workload.Capped{Route: routeName, Coll: "default", Every: 100 * time.Millisecond,
 		TriggerMin: 300 * time.Millisecond, TriggerMax: 1500 * time.Millisecond, Seed: cfg.Seed,
@@ -449,6 +451,7 @@ func (r *run) createCollection(ctx context.Context) error {
 // createRoute puts the capped route: max_in_flight 1, below the node
 // count, so every request takes a place from the meta leader (package
 // inflight); the in-flight checker counts its requests open at once.
+// It also puts the pipelined route half the workload's jobs name.
 func (r *run) createRoute(ctx context.Context) error {
 	members := r.cl.Members()
 	body := map[string]any{"webhook_url": r.rcv.URL() + workload.RoutePath, "max_in_flight": routeCap, "timeout": callbackTimeout.String()}
@@ -459,6 +462,12 @@ func (r *run) createRoute(ctx context.Context) error {
 	r.mu.Lock()
 	r.meta.RouteMaxInFlight, r.meta.RouteGraceMs = routeCap, routeGrace.Milliseconds()
 	r.mu.Unlock()
+	// The pipelined route: the workload's own callbacks, half of them.
+	body = map[string]any{"webhook_url": r.rcv.URL() + "/cb/piped", "pipeline": true, "timeout": callbackTimeout.String()}
+	st, b, err = r.cl.Do(ctx, members[0], "PUT", "/v1/routes/"+pipedRoute, body)
+	if err != nil || (st != http.StatusCreated && st != http.StatusOK) {
+		return fmt.Errorf("PUT /v1/routes/%s: %d %s %v", pipedRoute, st, b, err)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -53,6 +54,26 @@ type Config struct {
 	// CreateRetries: an indeterminate create is sent again (same spec, to
 	// another node) up to this many times.
 	CreateRetries int
+	// PipelinedRoute, when set, names a route (the receiver's URL, with
+	// "pipeline": true) that half the jobs, chosen by a hash of their id,
+	// name instead of a callback_url of their own: their callbacks share
+	// pipelined connections, which the receiver's slow answers and closes
+	// break.
+	PipelinedRoute string
+}
+
+// target sets where job id's callbacks go: its own callback_url, or the
+// pipelined route for half the ids.
+func (w *Workload) target(body map[string]any, id string) {
+	if w.cfg.PipelinedRoute != "" {
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		if h.Sum32()%2 == 0 {
+			body["route"] = w.cfg.PipelinedRoute
+			return
+		}
+	}
+	body["callback_url"] = w.cfg.CallbackURL + "/cb/" + id
 }
 
 // Recorded is what the workload needs of the run's record.
@@ -223,12 +244,12 @@ func (w *Workload) wrote(id string, trigger int64, isNew bool) int64 {
 func (c *client) spec(id string, trigger, metaN int64, withID bool) (map[string]any, string) {
 	body := map[string]any{
 		"trigger_time":     trigger,
-		"callback_url":     c.w.cfg.CallbackURL + "/cb/" + id,
 		"meta":             map[string]any{"w": metaN},
 		"callback_timeout": c.w.cfg.CallbackTimeout.String(),
 		"retry_policy": map[string]any{"max_attempts": 4, "initial_interval": "300ms", "multiplier": 2.0,
 			"max_interval": "2s", "max_age": "1h"},
 	}
+	c.w.target(body, id)
 	if withID {
 		body["id"] = id
 	}
@@ -497,9 +518,9 @@ func (w *Workload) CreateOnce(ctx context.Context, timeout time.Duration, client
 	body := map[string]any{
 		"id":               id,
 		"trigger_time":     trigger,
-		"callback_url":     w.cfg.CallbackURL + "/cb/" + id,
 		"meta":             map[string]any{"probe": true},
 		"callback_timeout": w.cfg.CallbackTimeout.String(),
 	}
+	w.target(body, id)
 	return w.do(ctx, timeout, clientID, history.Op{Kind: history.Create, JobID: id, Spec: fmt.Sprintf("t%d/probe", trigger), Trigger: trigger}, ep, body)
 }
