@@ -10,6 +10,7 @@
 #   INSTALL=1 scripts/vs-asynq.sh       # apt-get install -y redis-server first when it is missing
 #   JOBS=30000 scripts/vs-asynq.sh      # fewer creates (default 100000)
 #   SMALL=1 scripts/vs-asynq.sh timers  # the timer workloads with 1/20 of the jobs (a quick check)
+#   PIPELINE=1 scripts/vs-asynq.sh timers  # timemachine's callbacks through a pipelined route
 #
 # Redis runs as asynq is usually deployed for durability: appendonly yes,
 # appendfsync everysec (an acknowledged task can be lost in the last second
@@ -112,15 +113,19 @@ echo "machine: $(nproc) CPUs, $(uname -sr), $(redis-server --version | cut -d' '
 echo "date: $(date -u +%FT%TZ)  commit: $(git rev-parse --short HEAD)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "redis: appendonly yes, appendfsync everysec (asynq's usual durable setup); asynq server: 100 workers, 100 ms poll"
 echo "timemachine: one node, acknowledges after the raft entry is fsynced"
+# PIPELINE=1: timemachine's timers go through a route with "pipeline": true
+# (one callback per job, HTTP/1.1-pipelined; docs/api.md).
+PIPE=${PIPELINE:+--pipeline}
+if [ -n "$PIPE" ]; then echo "timemachine timers: through a pipelined route (--pipeline)"; fi
 for w in "${@:-create}"; do
   case "$w" in
     create) side "create --jobs $JOBS --concurrency 64" "--jobs $JOBS --concurrency 64 --create-only" ;;
     timers)
       # Leads long enough for asynq's one-by-one enqueues to finish before
       # the first due time (both sides get the same lead).
-      side "timers --jobs $T100 --window 10s --lead 10s" "--jobs $T100 --window 10s --batch 1000 --lead 10s"
-      side "timers --jobs $T40 --window 20s --lead 10s" "--jobs $T40 --window 20s --batch 1000 --lead 10s"
-      side "timers --jobs $T100 --at-once --lead 15s" "--jobs $T100 --at-once --batch 1000 --lead 15s" ;;
+      side "timers --jobs $T100 --window 10s --lead 10s" "--jobs $T100 --window 10s --batch 1000 --lead 10s $PIPE"
+      side "timers --jobs $T40 --window 20s --lead 10s" "--jobs $T40 --window 20s --batch 1000 --lead 10s $PIPE"
+      side "timers --jobs $T100 --at-once --lead 15s" "--jobs $T100 --at-once --batch 1000 --lead 15s $PIPE" ;;
     *) echo "unknown workload $w (create, timers)" >&2; exit 2 ;;
   esac
 done

@@ -63,6 +63,9 @@ var (
 	// errPipeQueued: a request's deadline passed before it could be
 	// written (the connections ahead of it were full or stalled).
 	errPipeQueued = errors.New("webhook: the deadline passed while the request waited for a pipelined connection")
+	// errPipeBehind: the deadline passed while answers to earlier
+	// requests on the connection were still owed.
+	errPipeBehind = errors.New("webhook: still behind earlier callbacks on its pipelined connection")
 )
 
 // pipeWork is one request's passage through a pipelined connection. It is
@@ -73,10 +76,17 @@ type pipeWork struct {
 	now, start, deadline time.Time
 	res                  Result
 	done                 chan struct{}
+	// state: 0 under way, 1 finished, 2 given up by its caller at its
+	// deadline (then whoever finishes it releases req).
+	state atomic.Int32
 }
 
 func (w *pipeWork) finish(res Result) {
 	w.res = res
+	if !w.state.CompareAndSwap(0, 1) {
+		fasthttp.ReleaseRequest(w.req)
+		return
+	}
 	close(w.done)
 }
 
@@ -84,16 +94,31 @@ func (w *pipeWork) fail(err error, timedOut bool) {
 	w.finish(Result{Err: err, TimedOut: timedOut, Latency: time.Since(w.start)})
 }
 
-// pipelined is exchange for a pipelined request.
+// pipelined is exchange for a pipelined request. It returns by the
+// request's deadline even when the request waits behind an answer owed
+// to an earlier one with a later deadline (a job's own callback_timeout
+// can be shorter than its neighbours'); the request is then left to
+// finish in the background, like a Deliver whose context ended.
 func (c *Client) pipelined(req *fasthttp.Request, now, start, deadline time.Time) Result {
-	defer fasthttp.ReleaseRequest(req)
 	h, err := c.pipeHostFor(req)
 	if err != nil {
+		fasthttp.ReleaseRequest(req)
 		return Result{Err: err, Latency: time.Since(start)}
 	}
 	w := &pipeWork{req: req, now: now, start: start, deadline: deadline, done: make(chan struct{})}
 	h.submit(w)
-	<-w.done
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-w.done:
+	case <-t.C:
+		if w.state.CompareAndSwap(0, 2) {
+			return Result{Err: fmt.Errorf("webhook: no response within %v: %w", deadline.Sub(start).Round(time.Millisecond), errPipeBehind),
+				TimedOut: true, Latency: time.Since(start)}
+		}
+		<-w.done
+	}
+	fasthttp.ReleaseRequest(req)
 	return w.res
 }
 
@@ -527,9 +552,11 @@ func (pc *pipeConn) read(conn net.Conn) {
 			if !pc.popHead(w) {
 				return
 			}
+			// Shut before w learns of it, so that no request its
+			// caller sends next lands on this connection.
 			e, to := describeError(err, w.deadline.Sub(w.start))
-			w.fail(e, to)
 			pc.shut(fmt.Errorf("the answer to a callback before it failed: %w", e), false)
+			w.fail(e, to)
 			return
 		}
 		var body []byte
@@ -541,19 +568,24 @@ func (pc *pipeConn) read(conn net.Conn) {
 		if !pc.popHead(w) {
 			return
 		}
-		pc.progress.Store(monoNow())
-		w.finish(res)
+		// A connection that ends with this answer is shut before w
+		// learns of it, so that no request its caller sends next lands
+		// on this connection.
 		switch {
 		case tooLarge:
 			// The rest of the body is still on the wire.
 			pc.shut(errors.New("an answer before it was larger than the client reads"), false)
+			w.finish(res)
 			return
 		case closing:
 			// RFC 9112 §9.6: what was sent after this answer will not
 			// be processed, so it goes again on a new connection.
 			pc.shut(errors.New("the receiver closed the connection"), true)
+			w.finish(res)
 			return
 		}
+		pc.progress.Store(monoNow())
+		w.finish(res)
 	}
 }
 
