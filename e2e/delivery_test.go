@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,19 @@ func TestPipelinedRouteEndToEnd(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// The node's pipelining counters saw them (other tests of the shared
+	// server may add to them, none take away).
+	m := s.Do(t, "GET", "/metrics", nil)
+	mustStatus(t, "GET /metrics", m, http.StatusOK)
+	pm := map[string]float64{}
+	for _, line := range strings.Split(string(m.Body), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && strings.HasPrefix(f[0], "timemachine_callback_pipeline_") {
+			pm[f[0]], _ = strconv.ParseFloat(f[1], 64)
+		}
+	}
+	if pm["timemachine_callback_pipeline_requests_total"] < n || pm["timemachine_callback_pipeline_writes_total"] < 1 ||
+		pm["timemachine_callback_pipeline_connections_opened_total"] < 1 {
+		t.Fatalf("pipeline metrics %v", pm)
 	}
 }

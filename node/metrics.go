@@ -67,7 +67,7 @@ func newMetrics(n *Node) *metrics {
 	}
 	m.reg.MustRegister(m.created, m.fired, m.firstFires, m.outcomes, m.lateness, m.applyTime, m.httpReqs, m.httpLatency, m.elections, m.leaderMoves, m.routeLate, m.routeHeld, &laneCollector{n: n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&slotCollector{n: n}, &securityCollector{n: n}, &clockCollector{n: n})
+		&slotCollector{n: n}, &securityCollector{n: n}, &clockCollector{n: n}, &pipelineCollector{n: n})
 	return m
 }
 

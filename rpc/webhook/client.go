@@ -194,6 +194,7 @@ type Client struct {
 	idleConn time.Duration // Options.MaxIdleConnDuration
 	// pipeStall is pipeStall, a field so that tests can make it long.
 	pipeStall time.Duration
+	pipeStats pipeCounters
 }
 
 // maxGoodURLs bounds the validated-URL cache; past it the cache starts over.

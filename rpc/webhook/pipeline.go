@@ -68,6 +68,30 @@ var (
 	errPipeBehind = errors.New("webhook: still behind earlier callbacks on its pipelined connection")
 )
 
+// PipelineStats counts what pipelined delivery did since the client
+// started (Client.PipelineStats; the node's timemachine_callback_pipeline_*
+// metrics).
+type PipelineStats struct {
+	Connections uint64 // open now
+	Opened      uint64 // connections opened
+	Writes      uint64 // writes (each one or more requests)
+	Requests    uint64 // requests written
+	Resent      uint64 // requests sent again because the receiver cannot have seen them (no attempt counted)
+	Broken      uint64 // requests failed because their connection broke before their answer
+}
+
+// pipeCounters are the counters behind PipelineStats.
+type pipeCounters struct {
+	open, opened, writes, requests, resent, broken atomic.Uint64
+}
+
+// PipelineStats reports the pipelined connections' counters.
+func (c *Client) PipelineStats() PipelineStats {
+	p := &c.pipeStats
+	return PipelineStats{Connections: p.open.Load(), Opened: p.opened.Load(), Writes: p.writes.Load(),
+		Requests: p.requests.Load(), Resent: p.resent.Load(), Broken: p.broken.Load()}
+}
+
 // pipeWork is one request's passage through a pipelined connection. It is
 // owned by exactly one party at a time (the submitter, a connection's
 // queue, its writer, its sent list, its reader) and finished once.
@@ -294,6 +318,7 @@ func (pc *pipeConn) shut(err error, resend bool) {
 	pc.mu.Unlock()
 	if conn != nil {
 		conn.Close()
+		pc.h.c.pipeStats.open.Add(^uint64(0))
 	}
 	signal(pc.wakeW)
 	signal(pc.wakeR)
@@ -307,9 +332,11 @@ func (pc *pipeConn) shut(err error, resend bool) {
 	}
 	for _, w := range sent {
 		if resend && !closed {
+			pc.h.c.pipeStats.resent.Add(1)
 			pc.h.submit(w)
 			continue
 		}
+		pc.h.c.pipeStats.broken.Add(1)
 		w.fail(fmt.Errorf("%w: %w", errPipeBroken, err), false)
 	}
 }
@@ -382,6 +409,8 @@ func (pc *pipeConn) write() {
 				}
 				return
 			}
+			h.c.pipeStats.opened.Add(1)
+			h.c.pipeStats.open.Add(1) // before shut can see conn and count it closed
 			pc.conn = conn
 			pc.mu.Unlock()
 			go pc.read(conn)
@@ -478,10 +507,12 @@ func (pc *pipeConn) writeBatch(conn net.Conn, batch []*pipeWork, buf *bytes.Buff
 				// Nothing left this process: the requests go again, on
 				// another connection, with the rest of the batch.
 				pc.shut(err, false)
+				pc.h.c.pipeStats.resent.Add(uint64(len(out)))
 				pc.undo(out, batch)
 				return false
 			}
 			pc.shut(err, false)
+			pc.h.c.pipeStats.broken.Add(uint64(len(out)))
 			for _, w := range out {
 				pc.pending.Add(-1)
 				e, to := describeError(err, w.deadline.Sub(w.start))
@@ -490,11 +521,14 @@ func (pc *pipeConn) writeBatch(conn net.Conn, batch []*pipeWork, buf *bytes.Buff
 			pc.undo(nil, batch)
 			return false
 		}
+		pc.h.c.pipeStats.writes.Add(1)
+		pc.h.c.pipeStats.requests.Add(uint64(len(out)))
 		pc.mu.Lock()
 		if pc.closed {
 			// The reader gave up on the connection while this write
 			// went out: the receiver may have these, so they fail.
 			pc.mu.Unlock()
+			pc.h.c.pipeStats.broken.Add(uint64(len(out)))
 			for _, w := range out {
 				pc.pending.Add(-1)
 				w.fail(errPipeBroken, false)

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 // pipeRequest is testRequest for job id, pipelined.
@@ -526,4 +528,48 @@ func TestPipelineOwnDeadlineBehindASlowAnswer(t *testing.T) {
 	if res := <-slow; res.Err != nil || res.StatusCode != 200 || res.BodySnippet != "long" {
 		t.Fatalf("long = %+v", res)
 	}
+}
+
+// The counters behind the node's timemachine_callback_pipeline_* metrics.
+func TestPipelineStats(t *testing.T) {
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, index int) {
+		for n := 0; ; n++ {
+			id, err := readID(br)
+			if err != nil {
+				return
+			}
+			if index == 0 && n == 1 {
+				// Behind the first: closed after the first's answer.
+				io.WriteString(conn, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+				for {
+					if _, err := readID(br); err != nil {
+						return
+					}
+				}
+			}
+			if index == 0 {
+				continue
+			}
+			if _, err := io.WriteString(conn, answer(id)); err != nil {
+				return
+			}
+		}
+	})
+	c := newClient(t, Options{})
+	c.pipeStall = time.Minute
+	for id, r := range deliverAll(c, "http://"+addr+"/", ids(10, "m"), 5*time.Second) {
+		if r.Err != nil || r.StatusCode != 200 {
+			t.Fatalf("%s = %+v", id, r)
+		}
+	}
+	st := c.PipelineStats()
+	if st.Opened != 2 || st.Resent == 0 || st.Broken != 0 || st.Requests < 10+st.Resent || st.Writes == 0 || st.Writes > st.Requests {
+		t.Fatalf("stats %+v", st)
+	}
+	testutil.Eventually(t, 5*time.Second, "one connection open", func() error {
+		if n := c.PipelineStats().Connections; n != 1 {
+			return fmt.Errorf("%d open", n)
+		}
+		return nil
+	})
 }
