@@ -163,6 +163,8 @@ scenario() {
     # issue 11 (c): 10,000 every-1s schedules (10,000 occurrences/s) on
     # three nodes: fires/s, lateness, duplicates, early
     cluster-schedules) cluster_fresh; cbench --schedules 10000 --duration 20s ;;
+    # the same, the schedules naming a route with "pipeline": true
+    cluster-schedules-pipeline) cluster_fresh; cbench --schedules 10000 --duration 20s --pipeline ;;
     cluster) for c in cluster-create-batch cluster-create-single cluster-lateness cluster-fire; do echo; echo "== $c"; scenario "$c"; done ;;
     *) echo "unknown scenario $1" >&2; exit 2 ;;
   esac

@@ -36,6 +36,9 @@ type ScheduleConfig struct {
 	ReceiverAddr, CallbackAddr string
 	IDPrefix                   string
 	Token, CAFile              string
+	// Pipeline: the schedules name a route with "pipeline": true (made
+	// for the run and deleted after it) instead of a callback_url.
+	Pipeline bool
 }
 
 // ScheduleReport is the result of a schedules run.
@@ -241,7 +244,19 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	}
 	// cleanup deletes every schedule whatever fails: one left behind would
 	// keep loading the cluster with occurrences nobody receives.
+	route := ""
+	if cfg.Pipeline {
+		route = "bench-" + cfg.IDPrefix
+		if _, _, err := c.PutRoute(ctx, route, client.Route{WebhookURL: "http://" + cb + "/s", Pipeline: true}); err != nil {
+			return nil, fmt.Errorf("bench: create route %q: %w", route, err)
+		}
+	}
 	cleanup := func() error {
+		if route != "" {
+			// After the schedules: an occurrence naming a deleted route
+			// fails instead of reaching the receiver.
+			defer func() { _ = c.DeleteRoute(context.WithoutCancel(ctx), route) }()
+		}
 		fmt.Fprintf(out, "bench: deleting the schedules…\n")
 		delStart := time.Now()
 		var (
@@ -267,9 +282,11 @@ func RunSchedules(ctx context.Context, cfg ScheduleConfig, out io.Writer) (*Sche
 	fmt.Fprintf(out, "bench: putting %d schedules (every %s)…\n", cfg.Schedules, cfg.Every)
 	putStart := time.Now()
 	if err := forEach(ctx, cfg.Schedules, cfg.Concurrency, func(i int) error {
-		_, _, err := c.PutSchedule(ctx, cfg.Collection, rcv.prefix+strconv.Itoa(i), client.Schedule{
-			Every: cfg.Every.String(), StartAt: rcv.start[i], CallbackURL: "http://" + cb + "/s",
-		})
+		sc := client.Schedule{Every: cfg.Every.String(), StartAt: rcv.start[i], CallbackURL: "http://" + cb + "/s"}
+		if route != "" {
+			sc.CallbackURL, sc.Route = "", route
+		}
+		_, _, err := c.PutSchedule(ctx, cfg.Collection, rcv.prefix+strconv.Itoa(i), sc)
 		return err
 	}); err != nil {
 		return nil, errors.Join(err, cleanup())

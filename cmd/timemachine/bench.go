@@ -59,7 +59,7 @@ how late (or early) each callback arrived.`,
 			if schedules > 0 {
 				rep, err := bench.RunSchedules(ctx, bench.ScheduleConfig{Addrs: cfg.Addrs, Collection: cfg.Collection, Schedules: schedules,
 					Duration: duration, ReceiverAddr: cfg.ReceiverAddr, CallbackAddr: cfg.CallbackAddr, IDPrefix: cfg.IDPrefix,
-					Token: cfg.Token, CAFile: cfg.CAFile}, cmd.ErrOrStderr())
+					Token: cfg.Token, CAFile: cfg.CAFile, Pipeline: cfg.Pipeline}, cmd.ErrOrStderr())
 				if rep != nil {
 					if asJSON {
 						if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
@@ -105,7 +105,7 @@ how late (or early) each callback arrived.`,
 	f.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "deliver through a route with this max_in_flight")
 	f.IntVar(&cfg.BatchJobs, "batch-max-jobs", 0, "deliver through a batched route, up to this many jobs per POST (batch.max_jobs)")
 	f.DurationVar(&cfg.BatchWait, "batch-max-wait", 0, "the batched route's batch.max_wait")
-	f.BoolVar(&cfg.Pipeline, "pipeline", false, "deliver through a route with pipeline: true (callbacks HTTP/1.1-pipelined)")
+	f.BoolVar(&cfg.Pipeline, "pipeline", false, "deliver through a route with pipeline: true (callbacks HTTP/1.1-pipelined); with --schedules, the schedules name it")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (the same as -o json)")
 	f.StringVarP(&output, "output", "o", outputTable, "output format: table (the report for people) or json (for scripts)")
 	f.IntVar(&schedules, "schedules", 0, "instead of jobs: this many every-1s schedules, first occurrences spread over a second; measures their occurrences")
