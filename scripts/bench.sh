@@ -10,6 +10,7 @@
 #   scripts/bench.sh scale      # 10M pending jobs: RSS, disk, restart time (~5 min, ~2 GB disk)
 #   scripts/bench.sh cluster    # the 3-node scenarios (cluster-create-batch ... cluster-fire)
 #   scripts/bench.sh cluster-schedules  # issue 11 (c): 10,000 every-1s schedules on 3 nodes
+#   scripts/bench.sh cluster-schedules-pipeline  # the same through a route with "pipeline": true
 #   SECURE=1 scripts/bench.sh … # the same with everything on: HTTPS and API tokens (an admin token,
 #                               # as bench creates its collection); clusters also with peer mTLS and
 #                               # a gossip key. Certificates are made here with openssl.
