@@ -469,6 +469,9 @@ func (c *Client) startRequest(req *fasthttp.Request, url string, headers map[str
 	req.Header.DisableNormalizing()
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.SetRequestURI(url)
+	// Sent exactly as configured on the pipelined path too, which writes
+	// the request itself (fasthttp.Client sets this per host).
+	req.URI().DisablePathNormalizing = true
 	for k, v := range headers {
 		if err := checkHeaderName(k); err != nil {
 			return fmt.Errorf("%w: route header: %w", ErrInvalidRequest, err)
@@ -552,11 +555,14 @@ func checkURL(s string) error {
 // exchange performs the HTTP exchange and copies everything the Result needs
 // out of fasthttp's pooled objects before releasing them.
 func (c *Client) exchange(req *fasthttp.Request, now, start, deadline time.Time) (res Result) {
+	defer fasthttp.ReleaseRequest(req)
+	return c.exchangeKeep(req, now, start, deadline)
+}
+
+// exchangeKeep is exchange without releasing req.
+func (c *Client) exchangeKeep(req *fasthttp.Request, now, start, deadline time.Time) (res Result) {
 	resp := fasthttp.AcquireResponse()
-	defer func() {
-		fasthttp.ReleaseRequest(req)
-		fasthttp.ReleaseResponse(resp)
-	}()
+	defer fasthttp.ReleaseResponse(resp)
 
 	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
 		res.Err, res.TimedOut = describeError(err, deadline.Sub(start))

@@ -51,6 +51,11 @@ const (
 	pipeStall = 5 * time.Millisecond
 	// pipeWriteMax bounds the bytes of requests encoded into one write.
 	pipeWriteMax = 256 << 10
+	// pipeDemoteBelow, pipeDemoteFor: a connection closed by the receiver
+	// with requests owed after fewer answers than this demotes its
+	// receiver to one request per connection for pipeDemoteFor.
+	pipeDemoteBelow = 4
+	pipeDemoteFor   = time.Minute
 	// pipeGather: with fewer requests queued than this, the writer yields
 	// the processor once before it takes them.
 	pipeGather = 16
@@ -129,6 +134,9 @@ func (c *Client) pipelined(req *fasthttp.Request, now, start, deadline time.Time
 		fasthttp.ReleaseRequest(req)
 		return Result{Err: err, Latency: time.Since(start)}
 	}
+	if h.demotedUntil.Load() > monoNow() {
+		return c.exchange(req, now, start, deadline)
+	}
 	w := &pipeWork{req: req, now: now, start: start, deadline: deadline, done: make(chan struct{})}
 	h.submit(w)
 	t := time.NewTimer(time.Until(deadline))
@@ -154,6 +162,9 @@ type pipeHost struct {
 
 	mu    sync.Mutex
 	conns []*pipeConn
+	// demotedUntil (monoNow's clock): until then the receiver gets one
+	// request per connection, without pipelining (read, closing).
+	demotedUntil atomic.Int64
 }
 
 // pipeHostFor returns the pipelined connections to req's receiver.
@@ -188,16 +199,19 @@ func (c *Client) closeIdlePipes() {
 		conns := append([]*pipeConn(nil), h.conns...)
 		h.mu.Unlock()
 		for _, pc := range conns {
-			if pc.pending.Load() == 0 {
-				pc.shut(ErrClosed, false)
-			}
+			pc.idleClose()
 		}
 		return true
 	})
 }
 
-// submit queues w on a connection with room, opening one when needed.
+// submit queues w on a connection with room, opening one when needed;
+// to a demoted receiver it sends w on a connection of its own.
 func (h *pipeHost) submit(w *pipeWork) {
+	if h.demotedUntil.Load() > monoNow() {
+		go func() { w.finish(h.c.exchangeKeep(w.req, w.now, w.start, w.deadline)) }()
+		return
+	}
 	for {
 		pc := h.pick()
 		if pc.enqueue(w) {
@@ -264,7 +278,14 @@ type pipeConn struct {
 	queue  []*pipeWork // to be written
 	sent   []*pipeWork // written, answers owed, in order
 	closed bool
-	conn   net.Conn // nil until the writer has dialled
+	// resend: shut after a "Connection: close" answer, so what is
+	// written after it was not processed.
+	resend bool
+	// writeDone: a write failed; the reader drains what is owed, then
+	// shuts the connection.
+	writeDone bool
+	answered  int      // answers read (reader only)
+	conn      net.Conn // nil until the writer has dialled
 }
 
 func newPipeConn(h *pipeHost) *pipeConn {
@@ -312,6 +333,7 @@ func (pc *pipeConn) shut(err error, resend bool) {
 		return
 	}
 	pc.closed = true
+	pc.resend = resend
 	queue, sent := pc.queue, pc.sent
 	pc.queue, pc.sent = nil, nil
 	conn := pc.conn
@@ -447,12 +469,14 @@ func (pc *pipeConn) idleClose() bool {
 	return true
 }
 
-// dial connects within the earliest deadline of batch.
+// dial connects within the latest deadline of batch (and DialTimeout): a
+// request whose own deadline comes first returns then (pipelined), and
+// the others are not cut short by it.
 func (pc *pipeConn) dial(batch []*pipeWork) (net.Conn, error) {
 	h := pc.h
 	deadline := batch[0].deadline
 	for _, w := range batch[1:] {
-		if w.deadline.Before(deadline) {
+		if w.deadline.After(deadline) {
 			deadline = w.deadline
 		}
 	}
@@ -470,7 +494,7 @@ func (pc *pipeConn) writeBatch(conn net.Conn, batch []*pipeWork, buf *bytes.Buff
 		buf.Reset()
 		out := make([]*pipeWork, 0, len(batch))
 		now := time.Now()
-		earliest := time.Time{}
+		latest := time.Time{}
 		i := 0
 		for ; i < len(batch) && buf.Len() < pipeWriteMax; i++ {
 			w := batch[i]
@@ -492,45 +516,40 @@ func (pc *pipeConn) writeBatch(conn net.Conn, batch []*pipeWork, buf *bytes.Buff
 				continue
 			}
 			out = append(out, w)
-			if earliest.IsZero() || w.deadline.Before(earliest) {
-				earliest = w.deadline
+			// The write may take until the latest deadline: a request
+			// whose own deadline comes first returns then (pipelined).
+			if w.deadline.After(latest) {
+				latest = w.deadline
 			}
 		}
 		batch = batch[i:]
 		if len(out) == 0 {
 			continue
 		}
-		_ = conn.SetWriteDeadline(earliest)
+		_ = conn.SetWriteDeadline(latest)
 		n, err := conn.Write(buf.Bytes())
 		if err != nil {
-			if n == 0 && errors.Is(err, errStaleConn) {
-				// Nothing left this process: the requests go again, on
-				// another connection, with the rest of the batch.
-				pc.shut(err, false)
-				pc.h.c.pipeStats.resent.Add(uint64(len(out)))
-				pc.undo(out, batch)
-				return false
-			}
-			pc.shut(err, false)
-			pc.h.c.pipeStats.broken.Add(uint64(len(out)))
-			for _, w := range out {
-				pc.pending.Add(-1)
-				e, to := describeError(err, w.deadline.Sub(w.start))
-				w.fail(fmt.Errorf("%w: %w", errPipeBroken, e), to)
-			}
-			pc.undo(nil, batch)
+			pc.writeFailed(out, batch, n, err)
 			return false
 		}
 		pc.h.c.pipeStats.writes.Add(1)
 		pc.h.c.pipeStats.requests.Add(uint64(len(out)))
 		pc.mu.Lock()
 		if pc.closed {
-			// The reader gave up on the connection while this write
-			// went out: the receiver may have these, so they fail.
+			// The reader shut the connection while this write went
+			// out. After a "Connection: close" answer the receiver
+			// processes nothing more (resend); otherwise it may have
+			// these, and they fail.
+			resend := pc.resend
 			pc.mu.Unlock()
-			pc.h.c.pipeStats.broken.Add(uint64(len(out)))
 			for _, w := range out {
 				pc.pending.Add(-1)
+				if resend {
+					pc.h.c.pipeStats.resent.Add(1)
+					pc.h.submit(w)
+					continue
+				}
+				pc.h.c.pipeStats.broken.Add(1)
 				w.fail(errPipeBroken, false)
 			}
 			pc.undo(nil, batch)
@@ -541,6 +560,45 @@ func (pc *pipeConn) writeBatch(conn net.Conn, batch []*pipeWork, buf *bytes.Buff
 		signal(pc.wakeR)
 	}
 	return true
+}
+
+// writeFailed ends the connection's writing after a failed write of out
+// (n bytes of it left; rest was not encoded yet). The connection takes
+// no new request. What was sent before keeps waiting for its answers,
+// which the reader still reads: a receiver that answered and then closed
+// (or reset) the connection leaves its answers readable, and a request
+// it answered must not be failed as unanswered. out joins them when some
+// of it may have left (n > 0, or a timeout); when nothing left it goes to
+// another connection, as do rest and what is queued. The reader shuts
+// the connection once nothing is owed.
+func (pc *pipeConn) writeFailed(out, rest []*pipeWork, n int, err error) {
+	pc.h.remove(pc)
+	// n == 0: not a byte of out left (a timeout included: the socket
+	// took none of it; over TLS at most part of a record, which the
+	// receiver cannot decrypt).
+	unsent := n == 0
+	pc.mu.Lock()
+	queue := pc.queue
+	pc.queue = nil
+	pc.writeDone = true
+	closed, resend := pc.closed, pc.resend
+	if !closed && !unsent {
+		pc.sent = append(pc.sent, out...)
+	}
+	pc.mu.Unlock()
+	signal(pc.wakeR)
+	if closed && !unsent && !resend {
+		pc.h.c.pipeStats.broken.Add(uint64(len(out)))
+		for _, w := range out {
+			pc.pending.Add(-1)
+			e, to := describeError(err, w.deadline.Sub(w.start))
+			w.fail(fmt.Errorf("%w: %w", errPipeBroken, e), to)
+		}
+	} else if unsent || closed {
+		pc.h.c.pipeStats.resent.Add(uint64(len(out)))
+		pc.undo(out, nil)
+	}
+	pc.undo(queue, rest)
 }
 
 // undo takes requests that were never written off this connection and
@@ -565,6 +623,11 @@ func (pc *pipeConn) read(conn net.Conn) {
 	for {
 		pc.mu.Lock()
 		for !pc.closed && len(pc.sent) == 0 {
+			if pc.writeDone {
+				pc.mu.Unlock()
+				pc.shut(nil, false)
+				return
+			}
 			pc.mu.Unlock()
 			<-pc.wakeR
 			pc.mu.Lock()
@@ -578,9 +641,8 @@ func (pc *pipeConn) read(conn net.Conn) {
 
 		_ = conn.SetReadDeadline(w.deadline)
 		resp.Reset()
-		err := resp.ReadLimitBody(br, c.maxBody)
-		tooLarge := errors.Is(err, fasthttp.ErrBodyTooLarge)
-		if err != nil && !tooLarge {
+		err := readHeader(resp, br)
+		if err != nil {
 			// No answer for w: it fails as the exchange would have; the
 			// ones sent after it cannot be matched any more.
 			if !pc.popHead(w) {
@@ -593,27 +655,45 @@ func (pc *pipeConn) read(conn net.Conn) {
 			w.fail(e, to)
 			return
 		}
-		var body []byte
-		if !tooLarge {
-			body = resp.Body()
+		// The status line arrived: the answer stands whatever happens
+		// to its body, as without pipelining (a body cut short or too
+		// long is not read for a reschedule, and ends the connection).
+		bodyErr := readBody(resp, br, c.maxBody)
+		complete := bodyErr == nil
+		var readErr error
+		if !complete && !errors.Is(bodyErr, fasthttp.ErrBodyTooLarge) {
+			readErr = bodyErr
 		}
-		res := c.answer(resp, body, !tooLarge, nil, w.now, w.start)
+		res := c.answer(resp, resp.Body(), complete, readErr, w.now, w.start)
 		closing := resp.ConnectionClose()
 		if !pc.popHead(w) {
 			return
 		}
+		pc.answered++
 		// A connection that ends with this answer is shut before w
 		// learns of it, so that no request its caller sends next lands
 		// on this connection.
 		switch {
-		case tooLarge:
-			// The rest of the body is still on the wire.
-			pc.shut(errors.New("an answer before it was larger than the client reads"), false)
+		case !complete:
+			// The rest of the body is still on the wire, or the
+			// connection broke in it.
+			pc.shut(fmt.Errorf("an answer before it could not be read to its end: %w", bodyErr), false)
 			w.finish(res)
 			return
 		case closing:
 			// RFC 9112 §9.6: what was sent after this answer will not
 			// be processed, so it goes again on a new connection.
+			pc.mu.Lock()
+			owed := len(pc.sent)
+			pc.mu.Unlock()
+			if owed > 0 && pc.answered < pipeDemoteBelow {
+				// A receiver that closes a connection after an answer
+				// or two while more are owed (one request per
+				// connection) would have each pipelined request
+				// written again and again: it gets one request per
+				// connection for a while instead.
+				pc.h.demotedUntil.Store(monoNow() + int64(pipeDemoteFor))
+			}
 			pc.shut(errors.New("the receiver closed the connection"), true)
 			w.finish(res)
 			return
@@ -621,6 +701,37 @@ func (pc *pipeConn) read(conn net.Conn) {
 		pc.progress.Store(monoNow())
 		w.finish(res)
 	}
+}
+
+// readHeader reads an answer's status line and headers, past any
+// interim (1xx) answers.
+func readHeader(resp *fasthttp.Response, br *bufio.Reader) error {
+	for range 10 {
+		if err := resp.Header.Read(br); err != nil {
+			return err
+		}
+		sc := resp.Header.StatusCode()
+		if sc < 100 || sc > 199 || sc == fasthttp.StatusSwitchingProtocols {
+			return nil
+		}
+	}
+	return errors.New("too many interim (1xx) answers")
+}
+
+// readBody reads the body of the answer whose header resp holds, at most
+// max bytes (fasthttp.ErrBodyTooLarge past that), and a chunked body's
+// trailer.
+func readBody(resp *fasthttp.Response, br *bufio.Reader, max int) error {
+	if sc := resp.StatusCode(); sc == fasthttp.StatusNoContent || sc == fasthttp.StatusNotModified || sc < 200 {
+		return nil
+	}
+	if err := resp.ReadBody(br, max); err != nil {
+		return err
+	}
+	if resp.Header.ContentLength() == -1 {
+		return resp.Header.ReadTrailer(br)
+	}
+	return nil
 }
 
 // popHead removes w, the head of sent, and its pending count; false when
