@@ -93,6 +93,20 @@ func deliverAll(c *Client, url string, ids []string, timeout time.Duration) map[
 	return out
 }
 
+// mustAllOnce fails unless every id in want was answered 200 (with its
+// own id as the body, when echo) and processed exactly once (seen).
+func mustAllOnce(t *testing.T, res map[string]Result, want []string, seen map[string]int, echo bool) {
+	t.Helper()
+	for _, id := range want {
+		if r := res[id]; r.Err != nil || r.StatusCode != 200 || (echo && r.BodySnippet != id) {
+			t.Fatalf("%s = %+v", id, r)
+		}
+		if seen[id] != 1 {
+			t.Fatalf("%s processed %d times", id, seen[id])
+		}
+	}
+}
+
 func ids(n int, prefix string) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -164,14 +178,7 @@ func TestPipelineNetHTTPReceiver(t *testing.T) {
 	c := newClient(t, Options{})
 	want := ids(2000, "j")
 	res := deliverAll(c, srv.URL+"/hook", want, 10*time.Second)
-	for _, id := range want {
-		if r := res[id]; r.Err != nil || r.StatusCode != 200 || r.BodySnippet != id {
-			t.Fatalf("%s = %+v", id, r)
-		}
-		if seen[id] != 1 {
-			t.Fatalf("%s seen %d times", id, seen[id])
-		}
-	}
+	mustAllOnce(t, res, want, seen, true)
 	// 2,000 callbacks at once: without pipelining as many connections
 	// as the pool allows (1,024); pipelined, a connection per 128 owed
 	// answers, plus those opened on a stall (5 ms without an answer,
@@ -221,14 +228,7 @@ func TestPipelineConnectionCloseResends(t *testing.T) {
 	c.pipeStall = time.Minute
 	want := ids(20, "k")
 	res := deliverAll(c, "http://"+addr+"/", want, 5*time.Second)
-	for _, id := range want {
-		if r := res[id]; r.Err != nil || r.StatusCode != 200 {
-			t.Fatalf("%s = %+v", id, r)
-		}
-		if seen[id] != 1 {
-			t.Fatalf("%s processed %d times", id, seen[id])
-		}
-	}
+	mustAllOnce(t, res, want, seen, false)
 	if unprocessed.Load() == 0 {
 		t.Fatal("no request was written behind the closing answer")
 	}
@@ -620,14 +620,7 @@ func TestPipelineCloseWithResetFailsNothing(t *testing.T) {
 	c.pipeStall = time.Minute
 	want := ids(30, "z")
 	res := deliverAll(c, "http://"+addr+"/", want, 5*time.Second)
-	for _, id := range want {
-		if r := res[id]; r.Err != nil || r.StatusCode != 200 || r.BodySnippet != id {
-			t.Fatalf("%s = %+v", id, r)
-		}
-		if seen[id] != 1 {
-			t.Fatalf("%s processed %d times", id, seen[id])
-		}
-	}
+	mustAllOnce(t, res, want, seen, true)
 	if st := c.PipelineStats(); st.Broken != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -669,14 +662,7 @@ func TestPipelineDemotesACloseEveryTimeReceiver(t *testing.T) {
 	c.pipeStall = time.Minute
 	want := ids(40, "d")
 	res := deliverAll(c, "http://"+addr+"/", want, 5*time.Second)
-	for _, id := range want {
-		if r := res[id]; r.Err != nil || r.StatusCode != 200 {
-			t.Fatalf("%s = %+v", id, r)
-		}
-		if seen[id] != 1 {
-			t.Fatalf("%s processed %d times", id, seen[id])
-		}
-	}
+	mustAllOnce(t, res, want, seen, false)
 	if st := c.PipelineStats(); st.Requests > 2*40 {
 		t.Fatalf("%d requests written for 40 callbacks: %+v", st.Requests, st)
 	}
