@@ -99,6 +99,18 @@ func writeErr(w http.ResponseWriter, status int, code, msg string) {
 	fmt.Fprintf(w, `{"error":{"code":%q,"message":%q}}`, code, msg)
 }
 
+// putAnswer answers a PUT the way the API does: 200 when it replaced,
+// 201 when it created, the object echoed.
+func putAnswer(w http.ResponseWriter, existed bool, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	if existed {
+		w.WriteHeader(200)
+	} else {
+		w.WriteHeader(201)
+	}
+	_, _ = w.Write(body)
+}
+
 func (f *fakeTM) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
@@ -108,25 +120,13 @@ func (f *fakeTM) serve(w http.ResponseWriter, r *http.Request) {
 		_, existed := f.collections[parts[2]]
 		f.collections[parts[2]] = string(body)
 		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if existed {
-			w.WriteHeader(200)
-		} else {
-			w.WriteHeader(201)
-		}
-		_, _ = w.Write(body)
+		putAnswer(w, existed, body)
 	case r.Method == http.MethodPut && len(parts) == 3 && parts[0] == "v1" && parts[1] == "routes":
 		f.mu.Lock()
 		_, existed := f.routes[parts[2]]
 		f.routes[parts[2]], f.routePuts[parts[2]] = string(body), string(body)
 		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if existed {
-			w.WriteHeader(200)
-		} else {
-			w.WriteHeader(201)
-		}
-		_, _ = w.Write(body)
+		putAnswer(w, existed, body)
 	case r.Method == http.MethodDelete && len(parts) == 3 && parts[0] == "v1" && parts[1] == "routes":
 		f.mu.Lock()
 		delete(f.routes, parts[2])

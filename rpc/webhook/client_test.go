@@ -46,6 +46,35 @@ func newServer(t *testing.T, respond http.HandlerFunc) (*httptest.Server, <-chan
 	return srv, reqs
 }
 
+// rawServer accepts connections on loopback and runs serve on each (conn
+// is the connection's index, from 0). It returns the address. Cleanups
+// run last-registered first: a client made after it is closed first (its
+// pooled connections dropped), then the listener, then the connections'
+// goroutines are awaited.
+func rawServer(t *testing.T, serve func(conn net.Conn, br *bufio.Reader, index int)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { ln.Close() })
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				serve(conn, bufio.NewReader(conn), i)
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
 func newClient(t *testing.T, o Options) *Client {
 	t.Helper()
 	c := New(o)
@@ -519,44 +548,24 @@ func TestDeliverReusesConnections(t *testing.T) {
 // (Node, uvicorn and gunicorn all do within seconds) must not cost the job an
 // attempt: the request is replayed once on a fresh connection.
 func TestDeliverReplaysOnStaleConnection(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var requests atomic.Int32
 	closedFirst := make(chan struct{})
-	var wg sync.WaitGroup
-	// Cleanups run last-registered first: the client's Close (registered
-	// below) drops the pooled connection, then the listener closes, then the
-	// server goroutines are awaited.
-	t.Cleanup(wg.Wait)
-	t.Cleanup(func() { ln.Close() })
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			conn, err := ln.Accept()
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, i int) {
+		for {
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					requests.Add(1)
-					// Keep-alive answer, then the first connection is closed
-					// as if its idle timeout had fired.
-					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-					if i == 0 {
-						conn.Close()
-						close(closedFirst)
-						return
-					}
-				}
-			})
+			io.Copy(io.Discard, req.Body)
+			requests.Add(1)
+			// Keep-alive answer, then the first connection is closed
+			// as if its idle timeout had fired.
+			io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			if i == 0 {
+				conn.Close()
+				close(closedFirst)
+				return
+			}
 		}
 	})
 
@@ -564,7 +573,7 @@ func TestDeliverReplaysOnStaleConnection(t *testing.T) {
 	// timeout: peek before every request (by default a connection answered
 	// less than DefaultStaleCheckAfter ago is not peeked at).
 	c := newClient(t, Options{StaleCheckAfter: -1})
-	url := "http://" + ln.Addr().String() + "/"
+	url := "http://" + addr + "/"
 	if res := c.Deliver(context.Background(), testRequest(url)); res.StatusCode != 200 {
 		t.Fatalf("first Deliver = %+v", res)
 	}
@@ -583,45 +592,28 @@ func TestDeliverReplaysOnStaleConnection(t *testing.T) {
 // but the reset fails the request's first write before a byte leaves: the
 // request is replayed on a fresh connection and costs no attempt.
 func TestDeliverReplaysAfterResetWithoutPeek(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var requests atomic.Int32
 	resetFirst := make(chan struct{})
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	t.Cleanup(func() { ln.Close() })
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			conn, err := ln.Accept()
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, i int) {
+		for {
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					requests.Add(1)
-					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-					if i == 0 {
-						_ = conn.(*net.TCPConn).SetLinger(0) // close with a reset
-						conn.Close()
-						close(resetFirst)
-						return
-					}
-				}
-			})
+			io.Copy(io.Discard, req.Body)
+			requests.Add(1)
+			io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			if i == 0 {
+				_ = conn.(*net.TCPConn).SetLinger(0) // close with a reset
+				conn.Close()
+				close(resetFirst)
+				return
+			}
 		}
 	})
 
 	c := newClient(t, Options{})
-	url := "http://" + ln.Addr().String() + "/"
+	url := "http://" + addr + "/"
 	if res := c.Deliver(context.Background(), testRequest(url)); res.StatusCode != 200 {
 		t.Fatalf("first Deliver = %+v", res)
 	}
@@ -640,42 +632,25 @@ func TestDeliverReplaysAfterResetWithoutPeek(t *testing.T) {
 // attempt must reach the receiver once, on a fresh connection and on a
 // reused one alike, and count as failed.
 func TestDeliverNoReplayWhenReceiverClosesWithoutAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var requests atomic.Int32
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	t.Cleanup(func() { ln.Close() })
-	wg.Go(func() {
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, i int) {
 		for {
-			conn, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					if requests.Add(1)%2 == 1 {
-						// Odd requests: answered, so the connection goes
-						// back to the pool and the next request reuses it.
-						io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-						continue
-					}
-					return // even ones: closed without an answer
-				}
-			})
+			io.Copy(io.Discard, req.Body)
+			if requests.Add(1)%2 == 1 {
+				// Odd requests: answered, so the connection goes
+				// back to the pool and the next request reuses it.
+				io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				continue
+			}
+			return // even ones: closed without an answer
 		}
 	})
 	c := newClient(t, Options{})
-	url := "http://" + ln.Addr().String() + "/"
+	url := "http://" + addr + "/"
 	for round := 0; round < 3; round++ {
 		before := requests.Load()
 		if res := c.Deliver(context.Background(), testRequest(url)); res.StatusCode != 200 {
@@ -880,53 +855,36 @@ func FuzzBuildRequest(f *testing.F) {
 // in the nemesis failed its 4 attempts without the receiver seeing one.
 func TestDeliverSkipsEveryStaleConnection(t *testing.T) {
 	const burst = 4
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var requests atomic.Int32
 	arrived := make(chan struct{}, burst)
 	release := make(chan struct{})
 	var closed sync.WaitGroup
 	closed.Add(burst)
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	t.Cleanup(func() { ln.Close() })
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			conn, err := ln.Accept()
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, i int) {
+		for {
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					requests.Add(1)
-					if i >= burst {
-						io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-						continue
-					}
-					// One of the burst: answer once all of it is here (so
-					// it took burst connections), then close as an idle
-					// timeout would.
-					arrived <- struct{}{}
-					<-release
-					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-					conn.Close()
-					closed.Done()
-					return
-				}
-			})
+			io.Copy(io.Discard, req.Body)
+			requests.Add(1)
+			if i >= burst {
+				io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				continue
+			}
+			// One of the burst: answer once all of it is here (so
+			// it took burst connections), then close as an idle
+			// timeout would.
+			arrived <- struct{}{}
+			<-release
+			io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			conn.Close()
+			closed.Done()
+			return
 		}
 	})
 	c := newClient(t, Options{StaleCheckAfter: -1}) // closes stand in for idle timeouts
-	url := "http://" + ln.Addr().String() + "/"
+	url := "http://" + addr + "/"
 	var burstWG sync.WaitGroup
 	for range burst {
 		burstWG.Go(func() {

@@ -29,32 +29,6 @@ func pipeRequest(url, id string) *Request {
 	return r
 }
 
-// rawServer accepts connections on loopback and runs serve on each (conn
-// is the connection's index, from 0). It returns the address.
-func rawServer(t *testing.T, serve func(conn net.Conn, br *bufio.Reader, index int)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	t.Cleanup(func() { ln.Close() })
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer conn.Close()
-				serve(conn, bufio.NewReader(conn), i)
-			})
-		}
-	})
-	return ln.Addr().String()
-}
-
 // readID reads one request and returns its job id (the Idempotency-Key's
 // middle part).
 func readID(br *bufio.Reader) (string, error) {
@@ -72,6 +46,15 @@ func readID(br *bufio.Reader) (string, error) {
 
 func answer(id string) string {
 	return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(id), id)
+}
+
+// oneConnClient is a client whose pipelined connections never count as
+// stalled: requests sent together share a connection even on a slow test
+// host (a second one opens only when the first is full or closes).
+func oneConnClient(t *testing.T) *Client {
+	c := newClient(t, Options{})
+	c.pipeStall = time.Minute
+	return c
 }
 
 // deliverAll sends ids pipelined at once and returns their results by id.
@@ -138,8 +121,7 @@ func TestPipelineWritesBeforeAnswers(t *testing.T) {
 			}
 		}
 	})
-	c := newClient(t, Options{})
-	c.pipeStall = time.Minute // a slow test host opens no second connection
+	c := oneConnClient(t)
 	url := "http://" + addr + "/hook"
 	// Ten at a time: the pipeline's connections fill in order, so they
 	// all land on the first.
@@ -224,8 +206,7 @@ func TestPipelineConnectionCloseResends(t *testing.T) {
 			}
 		}
 	})
-	c := newClient(t, Options{})
-	c.pipeStall = time.Minute
+	c := oneConnClient(t)
 	want := ids(20, "k")
 	res := deliverAll(c, "http://"+addr+"/", want, 5*time.Second)
 	mustAllOnce(t, res, want, seen, false)
@@ -253,8 +234,7 @@ func TestPipelineBrokenConnectionFailsTheUnanswered(t *testing.T) {
 		io.WriteString(conn, answer(first))
 		close(got)
 	})
-	c := newClient(t, Options{})
-	c.pipeStall = time.Minute
+	c := oneConnClient(t)
 	url := "http://" + addr + "/"
 	// Three requests queued together, so they share the connection.
 	res := deliverAll(c, url, ids(3, "b"), 5*time.Second)
@@ -505,8 +485,7 @@ func TestPipelineOwnDeadlineBehindASlowAnswer(t *testing.T) {
 		io.WriteString(conn, answer(got[0])+answer(got[1]))
 		io.Copy(io.Discard, br)
 	})
-	c := newClient(t, Options{})
-	c.pipeStall = time.Minute
+	c := oneConnClient(t)
 	url := "http://" + addr + "/"
 	slow := make(chan Result, 1)
 	go func() {
@@ -554,8 +533,7 @@ func TestPipelineStats(t *testing.T) {
 			}
 		}
 	})
-	c := newClient(t, Options{})
-	c.pipeStall = time.Minute
+	c := oneConnClient(t)
 	for id, r := range deliverAll(c, "http://"+addr+"/", ids(10, "m"), 5*time.Second) {
 		if r.Err != nil || r.StatusCode != 200 {
 			t.Fatalf("%s = %+v", id, r)
@@ -616,8 +594,7 @@ func TestPipelineCloseWithResetFailsNothing(t *testing.T) {
 			}
 		}
 	})
-	c := newClient(t, Options{})
-	c.pipeStall = time.Minute
+	c := oneConnClient(t)
 	want := ids(30, "z")
 	res := deliverAll(c, "http://"+addr+"/", want, 5*time.Second)
 	mustAllOnce(t, res, want, seen, true)
@@ -658,8 +635,7 @@ func TestPipelineDemotesACloseEveryTimeReceiver(t *testing.T) {
 		io.WriteString(conn, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
 		io.Copy(io.Discard, br)
 	})
-	c := newClient(t, Options{})
-	c.pipeStall = time.Minute
+	c := oneConnClient(t)
 	want := ids(40, "d")
 	res := deliverAll(c, "http://"+addr+"/", want, 5*time.Second)
 	mustAllOnce(t, res, want, seen, false)
