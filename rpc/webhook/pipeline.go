@@ -36,6 +36,9 @@ import (
 //     an attempt. Any other break fails the sent requests that have no
 //     answer, as a connection error: the receiver may have seen them, so
 //     they are retried like any callback whose connection broke.
+//   - A failed write ends the connection's writing, not its reading: the
+//     answers owed are still read, so a request the receiver answered
+//     before it closed is never failed as unanswered (writeFailed).
 //   - Requests go to the oldest connection that has room and is not
 //     stalled; a new connection is opened (up to MaxConnsPerHost) when
 //     every one is full (pipeDepth) or has had answers owed for pipeStall
