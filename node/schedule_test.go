@@ -224,3 +224,81 @@ func TestScheduleStopDropsPendingOccurrence(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleReplaceKeepsOccurrenceOfTheSameTime: a replacing PUT whose
+// new version fires at the very time of the occurrence the leader created
+// ahead keeps that occurrence (service dropPending): it is the new
+// version's occurrence too, and the schedule loop, finding its id taken,
+// goes past it. It fires once, and the schedule goes on from there.
+// Dropping it would lose that occurrence; creating it again would fire it
+// twice.
+func TestScheduleReplaceKeepsOccurrenceOfTheSameTime(t *testing.T) {
+	tc := startCluster(t, 1, nil)
+	svc := tc.nodes[0].svc
+	rcv := newReceiver(t)
+	ctx := context.Background()
+	for attempt := 0; ; attempt++ {
+		if attempt == 10 {
+			t.Fatal("no attempt replaced the schedule while an occurrence waited for its time")
+		}
+		id := fmt.Sprintf("replace-%d", attempt)
+		start := time.Now().Add(time.Second).UnixMilli()
+		spec := model.ScheduleSpec{EveryMs: 1000, StartAt: start, CallbackURL: rcv.url, Meta: []byte(`{"v":1}`), Hash: uint64(200 + attempt)}
+		if _, _, err := svc.PutSchedule(ctx, "default", id, spec, 0); err != nil {
+			t.Fatal(err)
+		}
+		var at int64
+		deadline := time.Now().Add(5 * time.Second)
+		for at == 0 && time.Now().Before(deadline) {
+			v, err := svc.GetSchedule(ctx, "default", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.LastFireAt > time.Now().Add(100*time.Millisecond).UnixMilli() {
+				at = v.LastFireAt
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if at == 0 {
+			continue
+		}
+		// The same grid (start_at, every), another spec: its next
+		// occurrence is at, the one already created.
+		spec.Meta, spec.Hash = []byte(`{"v":2}`), spec.Hash+1000
+		v, created, err := svc.PutSchedule(ctx, "default", id, spec, 0)
+		if err != nil || created || v.Version != 2 {
+			t.Fatalf("replace: %+v created=%v err=%v", v, created, err)
+		}
+		if time.Now().UnixMilli() >= at-20 {
+			continue // too late to tell: the occurrence may have been due
+		}
+		if v.NextFireAt != at {
+			t.Fatalf("the replacing version's next occurrence is %d, want %d (the one created ahead)", v.NextFireAt, at)
+		}
+		occ := model.OccurrenceID(id, at)
+		if _, err := svc.GetJob(ctx, "default", occ); err != nil {
+			t.Fatalf("occurrence %s after the replacing PUT: %v", occ, err)
+		}
+		next := at + 1000
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("occurrences %d and %d delivered", at, next), testutil.True(func() bool {
+			got := rcv.occurrencesOf("default", id)
+			return len(got[at]) > 0 && len(got[next]) > 0
+		}))
+		// A second delivery of either would come within a dispatch round.
+		time.Sleep(300 * time.Millisecond)
+		got := rcv.occurrencesOf("default", id)
+		for _, o := range []int64{at, next} {
+			if len(got[o]) != 1 {
+				t.Fatalf("occurrence %d delivered %d times, want once", o, len(got[o]))
+			}
+			if got[o][0].UnixMilli() < o {
+				t.Fatalf("occurrence %d delivered early, at %d", o, got[o][0].UnixMilli())
+			}
+		}
+		if err := svc.DeleteSchedule(ctx, "default", id); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+}
