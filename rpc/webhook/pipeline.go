@@ -367,7 +367,8 @@ func (pc *pipeConn) shut(err error, resend bool) {
 }
 
 // write is the connection's writer: it dials, then writes whatever is
-// queued, one write per round, until the connection closes or idles.
+// queued, one write per round, until the connection closes or has owed
+// nothing for MaxIdleConnDuration since its last answer.
 func (pc *pipeConn) write() {
 	h := pc.h
 	var buf bytes.Buffer
@@ -381,6 +382,13 @@ func (pc *pipeConn) write() {
 			select {
 			case <-pc.wakeW:
 			case <-idle.C:
+				// Idle counts from the last answer (progress), not the
+				// last write: a slow answer must not leave the
+				// connection to be closed the moment it arrives.
+				if d := time.Duration(monoNow() - pc.progress.Load()); d < h.c.idleConn {
+					idle.Reset(h.c.idleConn - d)
+					break
+				}
 				if pc.idleClose() {
 					return
 				}

@@ -469,6 +469,39 @@ func TestPipelineIdleClose(t *testing.T) {
 	}
 }
 
+// A pipelined connection's idle time counts from its last answer, not
+// from its last write: after an answer slower than MaxIdleConnDuration
+// the connection stays open that long again.
+func TestPipelineIdleCountsFromTheLastAnswer(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	answered := make(chan time.Time, 1)
+	closedAt := make(chan time.Time, 1)
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, _ int) {
+		id, err := readID(br)
+		if err != nil {
+			return
+		}
+		time.Sleep(idle + idle/2)
+		answered <- time.Now()
+		_, _ = io.WriteString(conn, answer(id))
+		_, _ = io.Copy(io.Discard, br) // until the client closes
+		closedAt <- time.Now()
+	})
+	c := newClient(t, Options{MaxIdleConnDuration: idle})
+	if res := c.Deliver(context.Background(), pipeRequest("http://"+addr+"/", "slow")); res.Err != nil || res.StatusCode != 200 {
+		t.Fatalf("Deliver = %+v", res)
+	}
+	a := <-answered
+	select {
+	case cl := <-closedAt:
+		if d := cl.Sub(a); d < idle*9/10 {
+			t.Fatalf("closed %v after the answer, want at least %v", d, idle)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle connection was not closed")
+	}
+}
+
 // A request with a short timeout behind one with a long timeout and a
 // slow answer returns at its own deadline, not the first one's.
 func TestPipelineOwnDeadlineBehindASlowAnswer(t *testing.T) {
