@@ -111,6 +111,31 @@ type pipeWork struct {
 	// state: 0 under way, 1 finished, 2 given up by its caller at its
 	// deadline (then whoever finishes it releases req).
 	state atomic.Int32
+	// phase is where the request is, for the error its caller gets when
+	// its deadline passes first (timeoutErr).
+	phase atomic.Int32
+}
+
+// A pipeWork's phases.
+const (
+	phaseQueued  int32 = iota // waiting to be written
+	phaseWritten              // written, behind answers owed to earlier requests
+	phaseHead                 // its own answer is the one being read
+)
+
+// timeoutErr is the error of a request whose deadline passed before its
+// answer came: a request whose own answer was being read timed out as
+// any callback does; one still queued, or behind earlier requests'
+// answers, says so.
+func (w *pipeWork) timeoutErr() error {
+	budget := w.deadline.Sub(w.start).Round(time.Millisecond)
+	switch w.phase.Load() {
+	case phaseQueued:
+		return fmt.Errorf("webhook: no response within %v: %w", budget, errPipeQueued)
+	case phaseWritten:
+		return fmt.Errorf("webhook: no response within %v: %w", budget, errPipeBehind)
+	}
+	return fmt.Errorf("webhook: no response within %v: %w", budget, fasthttp.ErrTimeout)
 }
 
 func (w *pipeWork) finish(res Result) {
@@ -148,8 +173,7 @@ func (c *Client) pipelined(req *fasthttp.Request, now, start, deadline time.Time
 	case <-w.done:
 	case <-t.C:
 		if w.state.CompareAndSwap(0, 2) {
-			return Result{Err: fmt.Errorf("webhook: no response within %v: %w", deadline.Sub(start).Round(time.Millisecond), errPipeBehind),
-				TimedOut: true, Latency: time.Since(start)}
+			return Result{Err: w.timeoutErr(), TimedOut: true, Latency: time.Since(start)}
 		}
 		<-w.done
 	}
@@ -212,9 +236,11 @@ func (c *Client) closeIdlePipes() {
 // to a demoted receiver it sends w on a connection of its own.
 func (h *pipeHost) submit(w *pipeWork) {
 	if h.demotedUntil.Load() > monoNow() {
+		w.phase.Store(phaseHead) // one request per connection
 		go func() { w.finish(h.c.exchangeKeep(w.req, w.now, w.start, w.deadline)) }()
 		return
 	}
+	w.phase.Store(phaseQueued)
 	for {
 		pc := h.pick()
 		if pc.enqueue(w) {
@@ -526,6 +552,7 @@ func (pc *pipeConn) writeBatch(conn net.Conn, batch []*pipeWork, buf *bytes.Buff
 				w.fail(fmt.Errorf("%w: %w", ErrInvalidRequest, err), false)
 				continue
 			}
+			w.phase.Store(phaseWritten)
 			out = append(out, w)
 			// The write may take until the latest deadline: a request
 			// whose own deadline comes first returns then (pipelined).
@@ -650,6 +677,7 @@ func (pc *pipeConn) read(conn net.Conn) {
 		w := pc.sent[0]
 		pc.mu.Unlock()
 
+		w.phase.Store(phaseHead)
 		_ = conn.SetReadDeadline(w.deadline)
 		resp.Reset()
 		err := readHeader(resp, br)

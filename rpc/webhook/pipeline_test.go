@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/valyala/fasthttp"
 	"io"
 	"net"
 	"net/http"
@@ -499,6 +500,29 @@ func TestPipelineIdleCountsFromTheLastAnswer(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the idle connection was not closed")
+	}
+}
+
+// A lone callback whose receiver does not answer in time times out as a
+// callback does without pipelining, whichever of its caller and the
+// connection's reader sees the deadline first: it is not reported as
+// waiting behind earlier callbacks (there were none) or as never written.
+func TestPipelineLoneTimeoutIsAPlainTimeout(t *testing.T) {
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, _ int) {
+		_, _ = io.Copy(io.Discard, br) // never answers
+	})
+	// The default client: a connection that owes an answer and had none
+	// for pipeStall takes no new request, so each run's request is alone
+	// on its connection (oneConnClient's would queue behind the last
+	// run's, whose connection breaks when that one times out).
+	c := newClient(t, Options{})
+	for i := range 20 {
+		r := pipeRequest("http://"+addr+"/", fmt.Sprint("lone-", i))
+		r.Timeout = 30 * time.Millisecond
+		res := c.Deliver(context.Background(), r)
+		if !res.TimedOut || !errors.Is(res.Err, fasthttp.ErrTimeout) || errors.Is(res.Err, errPipeBehind) || errors.Is(res.Err, errPipeQueued) {
+			t.Fatalf("run %d: %+v", i, res)
+		}
 	}
 }
 
