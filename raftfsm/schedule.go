@@ -400,6 +400,7 @@ func (s *applyState) deleteScheduleCmd(c *DeleteSchedule) (model.Result, error) 
 	if err := s.b.Delete(storage.ScheduleKey(nil, s.f.slot, c.Coll, c.ID)); err != nil {
 		return model.Result{}, err
 	}
+	delete(s.f.occFloors, occKey{c.Coll, c.ID})
 	return model.Result{Code: model.CodeOK, Schedule: old}, nil
 }
 
@@ -412,9 +413,16 @@ func (s *applyState) advance(c *ScheduleAdvance) (model.Result, error) {
 		return model.Result{Code: model.CodeStale, Schedule: sc}, nil
 	}
 	id := model.OccurrenceID(c.ID, c.Occurrence)
-	j, exists, err := s.getJob(c.Coll, id)
-	if err != nil {
+	var j *model.Job
+	exists := false
+	// Nearly always the id is new; a lookup is needed only where a job of
+	// it may exist (occfloor.go).
+	if absent, err := s.occurrenceAbsent(c.Coll, c.ID, c.Occurrence); err != nil {
 		return model.Result{}, err
+	} else if !absent {
+		if j, exists, err = s.getJob(c.Coll, id); err != nil {
+			return model.Result{}, err
+		}
 	}
 	if !exists {
 		spec := sc.Occurrence(c.Occurrence)

@@ -83,6 +83,12 @@ type SlotFSM struct {
 	// apply of their outcomes (fired.go).
 	fired firedCache
 
+	// occFloors spare a schedule's advance the lookup of its new
+	// occurrence's id (occfloor.go); noOccFloors turns them off (tests
+	// compare against it).
+	occFloors   map[occKey]int64
+	noOccFloors bool
+
 	restoring bool
 }
 
@@ -803,6 +809,7 @@ func (s *applyState) purgeSchedules(coll string, limit int64) (bool, error) {
 }
 
 func (s *applyState) putJob(j *model.Job) error {
+	s.noteRecord(j.Collection, j.ID)
 	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
 	s.touch(s.kb)
 	s.vb = AppendRecord(s.vb[:0], j)

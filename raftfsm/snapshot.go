@@ -207,6 +207,8 @@ func (f *SlotFSM) restore(r io.Reader) error {
 	// is cached, and none read before survives it.
 	f.fired.setRestoring(true)
 	defer f.fired.setRestoring(false)
+	// The restored records are not what the occurrence floors bound.
+	f.occFloors = nil
 
 	// Mark, then clear: in one synced batch the range deletion and the
 	// marker land together.
