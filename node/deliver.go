@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -172,6 +173,16 @@ func (d *deliverer) DeliverBatch(ctx context.Context, x *slot.BatchDelivery) []s
 		switch jr.Outcome {
 		case webhook.OutcomeRetry:
 			out[i] = slot.DeliveryResult{StatusCode: 0, Err: errBatchRetry}
+			switch {
+			case jr.Err != nil:
+				out[i].Err = fmt.Errorf("%w (its wait was ignored: %v)", errBatchRetry, jr.Err)
+			case jr.RescheduleIn > 0:
+				out[i].RetryAfter, out[i].HasRetryAfter = jr.RescheduleIn, true
+			case jr.RescheduleAt != 0:
+				// The wait from the request's start, as a Retry-After
+				// date is read (a time already past: at once).
+				out[i].RetryAfter, out[i].HasRetryAfter = max(0, time.UnixMilli(jr.RescheduleAt).Sub(x.Now)), true
+			}
 		case webhook.OutcomeFail:
 			out[i] = slot.DeliveryResult{Err: errBatchFail, Permanent: true}
 		default:

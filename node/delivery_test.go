@@ -138,6 +138,8 @@ func TestBatchedRoute(t *testing.T) {
 			return cw.Fail("unknown user")
 		case "b-007":
 			return cw.RescheduleIn(time.Hour)
+		case "b-009":
+			return cw.Retry(time.Minute) // a wait of its own: reschedule_in on a "retry"
 		}
 		return cw.OK()
 	})
@@ -181,6 +183,10 @@ func TestBatchedRoute(t *testing.T) {
 		}
 		if j := jobOf(t, n, "b-007"); j.Status != model.StatusScheduled || j.TriggerTime < trig+3500_000 {
 			return fmt.Errorf("b-007: %v trigger %d", j.Status, j.TriggerTime)
+		}
+		// Retried after the minute it asked for, not the 1 s backoff.
+		if j := jobOf(t, n, "b-009"); j.Status != model.StatusScheduled || j.Attempts != 1 || j.DueTime < trig+59_000 || j.TriggerTime != trig {
+			return fmt.Errorf("b-009: %v attempts %d due %d (trigger %d)", j.Status, j.Attempts, j.DueTime, trig)
 		}
 		return nil
 	})

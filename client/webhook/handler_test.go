@@ -248,11 +248,13 @@ func TestHandlerBatch(t *testing.T) {
 		res  string // results JSON, compared by value
 	}{
 		{"all ok: no body", map[string]Response{}, answer{200, "", ""}, ""},
-		{"all retry: whole delivery 503 with the longest wait", map[string]Response{"a": Retry(time.Second), "b": Retry(3 * time.Second), "c": Retry(0)}, answer{503, "", "3"}, ""},
+		{"all retry, one wait: whole delivery 503 with it", map[string]Response{"a": Retry(3 * time.Second), "b": Retry(3 * time.Second), "c": Retry(3 * time.Second)}, answer{503, "", "3"}, ""},
+		{"all retry, waits differ: per job", map[string]Response{"a": Retry(time.Second), "b": Retry(3 * time.Second), "c": Retry(0)}, answer{200, "", ""},
+			`{"results":[{"id":"a","collection":"c","outcome":"retry","reschedule_in":"1s"},{"id":"b","collection":"c","outcome":"retry","reschedule_in":"3s"},{"id":"c","collection":"c","outcome":"retry"}]}`},
 		{"mixed: per job", map[string]Response{"a": Fail("no"), "b": RescheduleIn(time.Minute), "c": RescheduleAt(at)}, answer{200, "", ""},
 			`{"results":[{"id":"a","collection":"c","outcome":"fail"},{"id":"b","collection":"c","outcome":"ok","reschedule_in":"1m0s"},{"id":"c","collection":"c","outcome":"ok","reschedule_at":1767229200000}]}`},
 		{"retry among others", map[string]Response{"b": Retry(time.Second)}, answer{200, "", ""},
-			`{"results":[{"id":"a","collection":"c","outcome":"ok"},{"id":"b","collection":"c","outcome":"retry"},{"id":"c","collection":"c","outcome":"ok"}]}`},
+			`{"results":[{"id":"a","collection":"c","outcome":"ok"},{"id":"b","collection":"c","outcome":"retry","reschedule_in":"1s"},{"id":"c","collection":"c","outcome":"ok"}]}`},
 	}
 	for _, tc := range tests {
 		for _, mode := range []string{"per job", "batch func"} {

@@ -41,8 +41,8 @@ func OK() Response { return Response{outcome: OutcomeOK} }
 // (whole seconds, rounded up) and sets the wait before the next attempt
 // instead of the job's backoff; 0 leaves the backoff to the retry policy.
 // The job still fails once its retry policy is exhausted. In a batch the
-// per-job answer has no wait, so after only counts when every job of the
-// batch is retried (the whole delivery is then answered 503).
+// job's entry carries after as "reschedule_in" (servers before 2026-11-28
+// ignore it there and take the backoff).
 func Retry(after time.Duration) Response {
 	return Response{outcome: OutcomeRetry, retryAfter: max(after, 0)}
 }
@@ -142,6 +142,12 @@ type Result struct {
 // ResultFor is the batch entry for cb answered with r.
 func ResultFor(cb *Callback, r Response) Result {
 	res := Result{ID: cb.ID, Collection: cb.Collection, Outcome: r.Outcome()}
+	if r.outcome == OutcomeRetry {
+		if r.retryAfter > 0 {
+			res.RescheduleIn = r.retryAfter.String()
+		}
+		return res
+	}
 	if r.rescheduleIn > 0 {
 		res.RescheduleIn = r.rescheduleIn.String()
 	} else if r.rescheduleAt != 0 {
@@ -153,8 +159,8 @@ func ResultFor(cb *Callback, r Response) Result {
 // WriteBatch answers a batched delivery with one Response per callback, in
 // order (docs/api.md#routes, batch):
 //   - every job OK without reschedule: 200 with no body ("all succeeded");
-//   - every job Retry: 503, with the longest Retry-After asked for, so that
-//     the wait is honoured (a per-job answer cannot carry one);
+//   - every job Retry with the same wait: 503, with that Retry-After (which
+//     servers of every version honour);
 //   - otherwise 200 {"results":[{"id","collection","outcome",…}]}.
 //
 // len(rs) must equal len(cbs); otherwise the whole delivery is answered 500
@@ -166,14 +172,14 @@ func WriteBatch(w http.ResponseWriter, cbs []Callback, rs []Response) {
 	}
 	allOK, allRetry := true, len(rs) > 0
 	var wait time.Duration
-	for _, r := range rs {
+	for i, r := range rs {
 		if r.Outcome() != OutcomeOK || r.Rescheduled() {
 			allOK = false
 		}
-		if r.Outcome() != OutcomeRetry {
+		if r.Outcome() != OutcomeRetry || (i > 0 && r.retryAfter != wait) {
 			allRetry = false
 		}
-		wait = max(wait, r.retryAfter)
+		wait = r.retryAfter
 	}
 	switch {
 	case allOK:

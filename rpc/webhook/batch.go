@@ -47,11 +47,16 @@ const (
 type JobResult struct {
 	// Answered: the answer's "results" named this job. Otherwise the
 	// request's status decides (a 2xx: succeeded).
-	Answered     bool
-	Outcome      string // OutcomeOK, OutcomeRetry or OutcomeFail
+	Answered bool
+	Outcome  string // OutcomeOK, OutcomeRetry or OutcomeFail
+	// RescheduleAt (unix ms) or RescheduleIn: with OutcomeOK, when the
+	// job is scheduled again; with OutcomeRetry, when its next attempt is
+	// made (instead of the backoff).
 	RescheduleAt int64
 	RescheduleIn time.Duration
-	Err          error // the job's entry could not be used (treated as ok, reported)
+	// Err: the job's entry could not be used as sent (reported; an "ok"
+	// counts as succeeded, a "retry" takes the backoff).
+	Err error
 }
 
 // BatchResult is what happened to a batched delivery: the request's
@@ -229,9 +234,10 @@ func parseBatchAnswer(body []byte, complete bool, readErr error, jobs []BatchJob
 			continue
 		}
 		jr := JobResult{Answered: true, Outcome: r.Outcome}
-		switch r.Outcome {
-		case OutcomeOK, "":
-			jr.Outcome = OutcomeOK
+		// reschedule_in / reschedule_at: with "ok" the job is scheduled
+		// again (attempts reset); with "retry" they are the wait before
+		// the next attempt, as a Retry-After is for a single callback.
+		when := func() {
 			hasIn := len(r.RescheduleIn) > 0 && string(r.RescheduleIn) != "null"
 			hasAt := len(r.RescheduleAt) > 0 && string(r.RescheduleAt) != "null"
 			switch {
@@ -242,7 +248,14 @@ func parseBatchAnswer(body []byte, complete bool, readErr error, jobs []BatchJob
 			case hasIn:
 				jr.RescheduleIn, jr.Err = parseRescheduleIn(r.RescheduleIn)
 			}
-		case OutcomeRetry, OutcomeFail:
+		}
+		switch r.Outcome {
+		case OutcomeOK, "":
+			jr.Outcome = OutcomeOK
+			when()
+		case OutcomeRetry:
+			when()
+		case OutcomeFail:
 		default:
 			jr.Outcome = OutcomeRetry
 			jr.Err = fmt.Errorf("unknown outcome %q (want ok, retry or fail); retried", clip([]byte(r.Outcome)))

@@ -98,6 +98,8 @@ func TestDeliverBatchAnswers(t *testing.T) {
 			[]string{OutcomeRetry, "", OutcomeFail}, false},
 		{"unknown outcome", `{"results":[{"id":"j0","collection":"c","outcome":"maybe"}]}`, []string{OutcomeRetry, "", ""}, true},
 		{"broken", `{"results":[`, nil, true},
+		{"retry with a wait", `{"results":[{"id":"j0","collection":"c","outcome":"retry","reschedule_in":"5s"},{"id":"j1","collection":"c","outcome":"retry","reschedule_at":1795000000000},{"id":"j2","collection":"c","outcome":"retry","reschedule_in":"soon"}]}`,
+			[]string{OutcomeRetry, OutcomeRetry, OutcomeRetry}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			jr, err := parseBatchAnswer([]byte(tc.body), true, nil, jobs)
@@ -117,6 +119,11 @@ func TestDeliverBatchAnswers(t *testing.T) {
 			}
 			if tc.errs && jr[0].Err == nil {
 				t.Fatal("no error for the bad entry")
+			}
+			if tc.name == "retry with a wait" {
+				if jr[0].RescheduleIn != 5*time.Second || jr[0].Err != nil || jr[1].RescheduleAt != 1795000000000 || jr[1].Err != nil || jr[2].Err == nil {
+					t.Fatalf("waits: %+v", jr)
+				}
 			}
 		})
 	}
