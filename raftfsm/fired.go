@@ -47,6 +47,8 @@ type firedCache struct {
 	written     [firedWindow]map[string]struct{}
 	writtenKept bool
 	reading     int
+	// held is len(m), for the apply path to skip the lock when empty.
+	held atomic.Int64
 
 	hits atomic.Uint64 // outcomes' reads served (tests read it)
 }
@@ -93,8 +95,13 @@ next:
 		}
 		c.bytes += n
 		c.m[string(r.key)] = r.val
+		c.held.Add(1)
 	}
 }
+
+// mayHold reports whether the cache may hold a record (the apply path
+// asks before it takes).
+func (c *firedCache) mayHold() bool { return c.held.Load() > 0 }
 
 // take returns and forgets the cached record of key. Only the apply path
 // calls it, for keys its batch has not written.
@@ -111,6 +118,7 @@ func (c *firedCache) take(key []byte) ([]byte, bool) {
 
 func (c *firedCache) forgetLocked(k string, v []byte) {
 	delete(c.m, k)
+	c.held.Add(-1)
 	n := int64(len(k) + len(v))
 	c.bytes -= n
 	firedBytes.Add(-n)
@@ -127,15 +135,29 @@ func (c *firedCache) epochNow() (uint64, bool) {
 // committed records a batch, started in epoch, that wrote the record keys
 // in written and is now committed; the cache keeps the set. A batch that
 // started in another epoch (the cache was turned on or reset meanwhile)
-// resets the cache.
-func (c *firedCache) committed(epoch uint64, written map[string]struct{}) {
+// resets the cache. born are records the batch created and that are about
+// to be fired (a schedule's occurrences), with their committed values: on
+// every replica, leader or not, they are cached for their outcome's apply
+// (DESIGN.md, "Born records").
+func (c *firedCache) committed(epoch uint64, written map[string]struct{}, born map[string][]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.bearLocked(born)
 	if epoch != c.epoch {
 		c.resetLocked()
 		return
 	}
-	if !c.active || len(written) == 0 {
+	if !c.active {
+		// Not the leader's: nothing is offered, but born records of
+		// earlier batches may be held.
+		for k := range written {
+			if v, ok := c.m[k]; ok {
+				c.forgetLocked(k, v)
+			}
+		}
+		return
+	}
+	if len(written) == 0 {
 		return
 	}
 	c.gen++
@@ -154,6 +176,29 @@ func (c *firedCache) committed(epoch uint64, written map[string]struct{}) {
 		if v, ok := c.m[k]; ok {
 			c.forgetLocked(k, v)
 		}
+	}
+}
+
+// bearLocked caches the records a committed batch created (committed).
+func (c *firedCache) bearLocked(born map[string][]byte) {
+	if c.restoring || len(born) == 0 {
+		return
+	}
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	for k, v := range born {
+		if old, ok := c.m[k]; ok {
+			c.forgetLocked(k, old)
+		}
+		n := int64(len(k) + len(v))
+		if firedBytes.Add(n) > firedBudgetBytes {
+			firedBytes.Add(-n)
+			return
+		}
+		c.bytes += n
+		c.m[k] = v
+		c.held.Add(1)
 	}
 }
 

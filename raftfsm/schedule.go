@@ -431,6 +431,7 @@ func (s *applyState) advance(c *ScheduleAdvance) (model.Result, error) {
 		if err := s.putJob(j); err != nil {
 			return model.Result{}, err
 		}
+		s.bear() // fired within a second: its outcome reads it back
 		if err := s.addIndexes(j, true); err != nil {
 			return model.Result{}, err
 		}

@@ -225,6 +225,9 @@ type applyState struct {
 	// read through the batch with a Get.
 	exists  *storage.Iter
 	touched map[string]struct{}
+	// born: records this batch created that are about to fire, with
+	// their latest value in the batch (fired.go committed).
+	born map[string][]byte
 
 	// firedOn: the fired-record cache was on when the batch started, in
 	// epoch firedEpoch (fired.go).
@@ -313,7 +316,7 @@ func (f *SlotFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return res
 	}
-	f.fired.committed(s.firedEpoch, s.touched)
+	f.fired.committed(s.firedEpoch, s.touched, s.born)
 	f.offsetCurrent.Store(s.offsetCurrent)
 	f.applied.Store(last)
 	f.offset.Store(s.offset)
@@ -404,7 +407,7 @@ func (s *applyState) getJob(coll, id string) (*model.Job, bool, error) {
 	if _, ok := s.touched[string(key)]; ok {
 		return GetJob(s.b, s.f.slot, coll, id)
 	}
-	if s.firedOn {
+	if s.firedOn || s.f.fired.mayHold() {
 		if j, ok, err := s.firedRecord(key, coll, id); ok || err != nil {
 			return j, ok, err
 		}
@@ -813,12 +816,26 @@ func (s *applyState) putJob(j *model.Job) error {
 	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, j.Collection, j.ID)
 	s.touch(s.kb)
 	s.vb = AppendRecord(s.vb[:0], j)
+	if _, ok := s.born[string(s.kb)]; ok {
+		s.born[string(s.kb)] = bytes.Clone(s.vb) // its latest value
+	}
 	return s.b.Set(s.kb, s.vb)
+}
+
+// bear notes that the record putJob wrote last is about to be fired, so
+// that its outcome's apply finds it in the fired-record cache on every
+// replica (fired.go committed).
+func (s *applyState) bear() {
+	if s.born == nil {
+		s.born = make(map[string][]byte)
+	}
+	s.born[string(s.kb)] = bytes.Clone(s.vb)
 }
 
 func (s *applyState) deleteRecord(coll, id string) error {
 	s.kb = storage.RecordKey(s.kb[:0], s.f.slot, coll, id)
 	s.touch(s.kb)
+	delete(s.born, string(s.kb))
 	return s.b.Delete(s.kb)
 }
 
