@@ -56,8 +56,8 @@ func BenchmarkApplySingleCreates(b *testing.B) {
 func BenchmarkApplyOccurrences(b *testing.B) {
 	// What a replica spends, not the test binaries' check of each
 	// fired-record cache hit against storage.
-	defer func(v bool) { verifyFired = v }(verifyFired)
-	verifyFired = false
+	defer func(v, w bool) { verifyFired, verifySchedRecs = v, w }(verifyFired, verifySchedRecs)
+	verifyFired, verifySchedRecs = false, false
 	db, _, entry := benchSlot(b, 64<<20)
 	const schedules = 2000
 	apply := func(cmds []Command) {

@@ -337,10 +337,6 @@ func ScanScheduleDue(r storage.Reader, slot int, from, to int64, limit int, fn f
 	return it.Close()
 }
 
-func (s *applyState) getSchedule(coll, id string) (*model.Schedule, bool, error) {
-	return GetSchedule(s.b, s.f.slot, coll, id)
-}
-
 // putSchedule writes a schedule record; the due entry follows next.
 func (s *applyState) putSchedule(sc *model.Schedule, oldNext int64) error {
 	slot := s.f.slot
@@ -358,7 +354,12 @@ func (s *applyState) putSchedule(sc *model.Schedule, oldNext int64) error {
 		}
 		s.schedNotes = true
 	}
-	return s.b.Set(storage.ScheduleKey(nil, slot, sc.Collection, sc.ID), AppendScheduleRecord(nil, sc))
+	v := AppendScheduleRecord(nil, sc)
+	if err := s.b.Set(storage.ScheduleKey(nil, slot, sc.Collection, sc.ID), v); err != nil {
+		return err
+	}
+	s.f.keepSchedRec(occKey{sc.Collection, sc.ID}, v) // schedcache.go
+	return nil
 }
 
 func (s *applyState) putScheduleCmd(c *PutSchedule) (model.Result, error) {
@@ -401,6 +402,7 @@ func (s *applyState) deleteScheduleCmd(c *DeleteSchedule) (model.Result, error) 
 		return model.Result{}, err
 	}
 	delete(s.f.occFloors, occKey{c.Coll, c.ID})
+	s.f.dropSchedRec(occKey{c.Coll, c.ID})
 	return model.Result{Code: model.CodeOK, Schedule: old}, nil
 }
 

@@ -88,6 +88,9 @@ type SlotFSM struct {
 	// compare against it).
 	occFloors   map[occKey]int64
 	noOccFloors bool
+	// schedRecs: the schedule records the apply path read or wrote, as
+	// stored (schedcache.go).
+	schedRecs map[occKey][]byte
 
 	restoring bool
 }

@@ -207,8 +207,12 @@ func (f *SlotFSM) restore(r io.Reader) error {
 	// is cached, and none read before survives it.
 	f.fired.setRestoring(true)
 	defer f.fired.setRestoring(false)
-	// The restored records are not what the occurrence floors bound.
+	// The restored records are not what the occurrence floors bound,
+	// nor the schedules cached (and a failed restore may not have
+	// committed all it wrote).
 	f.occFloors = nil
+	f.clearSchedRecs()
+	defer f.clearSchedRecs()
 
 	// Mark, then clear: in one synced batch the range deletion and the
 	// marker land together.

@@ -1330,6 +1330,7 @@ func (r *Replica) Close() error {
 		err = r.g.Close()
 		r.writes.Close()
 		r.outcomes.Close()
+		r.fsm.Release() // raft's FSM goroutine has stopped
 	})
 	return err
 }
