@@ -192,7 +192,11 @@ func (c *firedCache) bearLocked(born map[string][]byte) {
 			c.forgetLocked(k, old)
 		}
 		n := int64(len(k) + len(v))
-		if firedBytes.Add(n) > firedBudgetBytes {
+		// Born records wait on every replica, some of them long (behind
+		// a rate-limited route, in a slot without a leader): they may
+		// fill only half the budget, so the leaders' offers always have
+		// the other half.
+		if firedBytes.Add(n) > firedBudgetBytes/2 {
 			firedBytes.Add(-n)
 			return
 		}

@@ -37,8 +37,8 @@ import (
 // replicas stay identical whatever their floors (like tombMax). Only
 // ApplyBatch and Restore touch it, both on raft's FSM goroutine.
 
-// occKey names a schedule within a slot.
-type occKey struct{ coll, sched string }
+// schedKey names a schedule within a slot.
+type schedKey struct{ coll, sched string }
 
 // maxOccFloors bounds the floors one slot keeps (about 100 bytes each);
 // past it an advance of a schedule without one looks its occurrence up.
@@ -69,10 +69,10 @@ func canonicalOccurrence(id string) (sched string, t int64, ok bool) {
 // occurrenceAbsent reports whether the job "{sched}@{t}" cannot exist in
 // the slot, so that the advance need not look it up.
 func (s *applyState) occurrenceAbsent(coll, sched string, t int64) (bool, error) {
-	if t < occMinMs || t > occMaxMs || s.f.noOccFloors {
+	if t < occMinMs || t > occMaxMs || sched == "" || s.f.noOccFloors {
 		return false, nil
 	}
-	k := occKey{coll, sched}
+	k := schedKey{coll, sched}
 	floor, ok := s.f.occFloors[k]
 	if !ok {
 		if len(s.f.occFloors) >= maxOccFloors {
@@ -83,7 +83,7 @@ func (s *applyState) occurrenceAbsent(coll, sched string, t int64) (bool, error)
 			return false, err
 		}
 		if s.f.occFloors == nil {
-			s.f.occFloors = make(map[occKey]int64)
+			s.f.occFloors = make(map[schedKey]int64)
 		}
 		s.f.occFloors[k] = floor
 	}
@@ -124,7 +124,7 @@ func (s *applyState) noteRecord(coll, id string) {
 	if !ok {
 		return
 	}
-	k := occKey{coll, sched}
+	k := schedKey{coll, sched}
 	if floor, ok := s.f.occFloors[k]; ok && t > floor {
 		s.f.occFloors[k] = t
 	}

@@ -109,20 +109,22 @@ func TestOccurrenceFloorFindsExistingJobs(t *testing.T) {
 // TestOccurrenceFloorsChangeNothing applies the same random log of
 // schedule writes, advances, user jobs with occurrence ids (ahead of,
 // at and behind the schedules' times), outcomes, deletes and a snapshot
-// restore to a slot with occurrence floors and to one without: every
-// result and the final contents must be the same.
+// restore to a slot with occurrence floors, born records and the
+// schedule-record cache and to one with none of them: every result and
+// the final contents must be the same.
 func TestOccurrenceFloorsChangeNothing(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			dbA, dbB := memDB(t), memDB(t)
 			a, b := openFSM(t, dbA, 4), openFSM(t, dbB, 4)
-			b.noOccFloors = true
+			b.noOccFloors, b.noBorn, b.noSchedRecs = true, true, true
 			const t0 = int64(1_795_000_000_000)
 			now := t0
 			ids := []string{"s", "t", "s@x"}
 			var index uint64
-			kept := 0 // the most floors A kept at once
+			kept := 0             // the most floors A kept at once
+			var made []*model.Job // occurrences the advances created
 			apply := func(cmds ...Command) {
 				index++
 				l := []*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: Encode(cmds...)}}
@@ -131,6 +133,13 @@ func TestOccurrenceFloorsChangeNothing(t *testing.T) {
 					t.Fatalf("entry %d %#v:\nwith floors %+v\nwithout     %+v", index, cmds, ra, rb)
 				}
 				kept = max(kept, len(a.occFloors))
+				for i, c := range cmds {
+					if _, ok := c.(*ScheduleAdvance); ok {
+						if r := ra[0].([]model.Result)[i]; r.Code == model.CodeOK && r.Job != nil && r.Job.Version == 1 {
+							made = append(made, r.Job)
+						}
+					}
+				}
 			}
 			for step := 0; step < 400; step++ {
 				now += int64(rng.IntN(400))
@@ -164,14 +173,19 @@ func TestOccurrenceFloorsChangeNothing(t *testing.T) {
 					case op < 8:
 						batch = append(batch, &DeleteSchedule{Coll: "c", ID: id})
 					case op < 9:
-						// An outcome or a delete of a recent occurrence.
-						at := now - int64(rng.IntN(3000))
-						at -= at % 1000
-						oid := model.OccurrenceID(id, at)
-						if rng.IntN(2) == 0 {
-							batch = append(batch, &Delete{Coll: "c", ID: oid})
-						} else {
-							batch = append(batch, &Ack{Coll: "c", ID: oid, Version: 1, Success: true, Attempts: 1, Now: now})
+						// An outcome or a delete of an occurrence an
+						// advance made (taken from the born records).
+						if len(made) == 0 {
+							continue
+						}
+						j := made[rng.IntN(len(made))]
+						switch rng.IntN(3) {
+						case 0:
+							batch = append(batch, &Delete{Coll: "c", ID: j.ID})
+						case 1:
+							batch = append(batch, &Retry{Coll: "c", ID: j.ID, Version: j.Version, NextDue: now + 500, Attempts: 1, LastError: "503", Now: now})
+						default:
+							batch = append(batch, &Ack{Coll: "c", ID: j.ID, Version: j.Version, Success: true, Attempts: 1, Now: now})
 						}
 					default:
 						batch = append(batch, &Upsert{Coll: "c", ID: model.OccurrenceID(id, now+int64(rng.IntN(2000))),
@@ -197,8 +211,8 @@ func TestOccurrenceFloorsChangeNothing(t *testing.T) {
 			if da, db := dump(t, dbA, 4), dump(t, dbB, 4); da != db {
 				t.Fatal("the slots differ at the end")
 			}
-			if kept == 0 {
-				t.Fatal("no floor was ever kept: the test did not exercise them")
+			if kept == 0 || a.fired.hits.Load() == 0 {
+				t.Fatalf("floors kept %d, born records taken %d: the test did not exercise them", kept, a.fired.hits.Load())
 			}
 		})
 	}

@@ -15,14 +15,17 @@ import (
 // schedule. The apply path keeps the records it read or wrote, as the
 // bytes stored, per slot (SlotFSM.schedRecs):
 //
-//   - only ApplyBatch reads and writes it, on raft's FSM goroutine, and
+//   - only ApplyBatch fills it and reads it, on raft's FSM goroutine, and
 //     every schedule record write goes through putSchedule, which stores
 //     the bytes it writes, or deleteScheduleCmd, which drops them; so an
 //     entry is always the record the batch (and after its commit,
 //     storage) holds;
-//   - a restore writes records outside that path, and a failed one may
-//     leave part of its writes uncommitted: the cache is emptied before
-//     and after it;
+//   - a restore (the same goroutine) empties it and keeps nothing while
+//     it runs: it commits in parts, and a failed one may leave some of
+//     what it wrote uncommitted;
+//   - nothing is evicted: the first schedules read keep their place
+//     until deleted, and past the budget the others are read from
+//     storage;
 //   - a read decodes the cached bytes, so a hit answers exactly what a
 //     read of storage would (in test binaries each hit is also read from
 //     storage and compared).
@@ -39,7 +42,7 @@ var verifySchedRecs = verifyFired
 // getSchedule reads a schedule record through the batch, from the cache
 // when it holds it.
 func (s *applyState) getSchedule(coll, id string) (*model.Schedule, bool, error) {
-	k := occKey{coll, id}
+	k := schedKey{coll, id}
 	v, ok := s.f.schedRecs[k]
 	if ok && verifySchedRecs {
 		got, found, err := s.b.Get(storage.ScheduleKey(nil, s.f.slot, coll, id))
@@ -64,7 +67,10 @@ func (s *applyState) getSchedule(coll, id string) (*model.Schedule, bool, error)
 
 // keepSchedRec caches (or replaces) the stored bytes of a schedule, within
 // the budget.
-func (f *SlotFSM) keepSchedRec(k occKey, v []byte) {
+func (f *SlotFSM) keepSchedRec(k schedKey, v []byte) {
+	if f.noSchedRecs || f.restoringRecs {
+		return
+	}
 	old, had := f.schedRecs[k]
 	n := int64(len(v) - len(old))
 	if !had {
@@ -76,13 +82,13 @@ func (f *SlotFSM) keepSchedRec(k occKey, v []byte) {
 		return
 	}
 	if f.schedRecs == nil {
-		f.schedRecs = make(map[occKey][]byte)
+		f.schedRecs = make(map[schedKey][]byte)
 	}
 	f.schedRecs[k] = v
 }
 
 // dropSchedRec forgets a schedule's bytes.
-func (f *SlotFSM) dropSchedRec(k occKey) {
+func (f *SlotFSM) dropSchedRec(k schedKey) {
 	if v, ok := f.schedRecs[k]; ok {
 		delete(f.schedRecs, k)
 		schedRecBytes.Add(-int64(len(v) + len(k.coll) + len(k.sched)))

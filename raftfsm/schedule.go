@@ -358,7 +358,7 @@ func (s *applyState) putSchedule(sc *model.Schedule, oldNext int64) error {
 	if err := s.b.Set(storage.ScheduleKey(nil, slot, sc.Collection, sc.ID), v); err != nil {
 		return err
 	}
-	s.f.keepSchedRec(occKey{sc.Collection, sc.ID}, v) // schedcache.go
+	s.f.keepSchedRec(schedKey{sc.Collection, sc.ID}, v) // schedcache.go
 	return nil
 }
 
@@ -401,8 +401,8 @@ func (s *applyState) deleteScheduleCmd(c *DeleteSchedule) (model.Result, error) 
 	if err := s.b.Delete(storage.ScheduleKey(nil, s.f.slot, c.Coll, c.ID)); err != nil {
 		return model.Result{}, err
 	}
-	delete(s.f.occFloors, occKey{c.Coll, c.ID})
-	s.f.dropSchedRec(occKey{c.Coll, c.ID})
+	delete(s.f.occFloors, schedKey{c.Coll, c.ID})
+	s.f.dropSchedRec(schedKey{c.Coll, c.ID})
 	return model.Result{Code: model.CodeOK, Schedule: old}, nil
 }
 

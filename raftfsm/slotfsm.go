@@ -86,11 +86,17 @@ type SlotFSM struct {
 	// occFloors spare a schedule's advance the lookup of its new
 	// occurrence's id (occfloor.go); noOccFloors turns them off (tests
 	// compare against it).
-	occFloors   map[occKey]int64
+	occFloors   map[schedKey]int64
 	noOccFloors bool
 	// schedRecs: the schedule records the apply path read or wrote, as
-	// stored (schedcache.go).
-	schedRecs map[occKey][]byte
+	// stored (schedcache.go); noSchedRecs turns it off, noBorn the born
+	// records (fired.go; both for tests that compare against a replica
+	// without them).
+	schedRecs   map[schedKey][]byte
+	noSchedRecs bool
+	noBorn      bool
+	// restoringRecs: a restore runs; it keeps no schedule record.
+	restoringRecs bool
 
 	restoring bool
 }
@@ -829,6 +835,9 @@ func (s *applyState) putJob(j *model.Job) error {
 // that its outcome's apply finds it in the fired-record cache on every
 // replica (fired.go committed).
 func (s *applyState) bear() {
+	if s.f.noBorn {
+		return
+	}
 	if s.born == nil {
 		s.born = make(map[string][]byte)
 	}

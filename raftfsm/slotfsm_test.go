@@ -35,6 +35,7 @@ func openFSM(t *testing.T, db *storage.DB, slot int) *SlotFSM {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.Release) // the caches' process-wide budgets
 	return f
 }
 

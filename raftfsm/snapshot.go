@@ -212,7 +212,8 @@ func (f *SlotFSM) restore(r io.Reader) error {
 	// committed all it wrote).
 	f.occFloors = nil
 	f.clearSchedRecs()
-	defer f.clearSchedRecs()
+	f.restoringRecs = true
+	defer func() { f.restoringRecs = false }()
 
 	// Mark, then clear: in one synced batch the range deletion and the
 	// marker land together.
