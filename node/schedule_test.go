@@ -11,6 +11,7 @@ import (
 	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/service"
 )
 
 // occurrencesOf returns, per occurrence time, the deliveries of a
@@ -159,6 +160,25 @@ func TestScheduleIfMatch(t *testing.T) {
 	}
 }
 
+// createdAhead waits up to 5 s for schedule id (collection "default") to
+// have an occurrence created ahead of its time with at least 100 ms to
+// spare, and returns its time; 0 if none came (the caller tries again).
+func createdAhead(t *testing.T, svc *service.Service, id string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		v, err := svc.GetSchedule(context.Background(), "default", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.LastFireAt > time.Now().Add(100*time.Millisecond).UnixMilli() {
+			return v.LastFireAt
+		}
+		time.Sleep(5 * time.Millisecond) // polling the schedule, not waiting for a state
+	}
+	return 0
+}
+
 // TestScheduleStopDropsPendingOccurrence: the slot leader creates an
 // occurrence ahead of its time (up to 750 ms); a DELETE of the schedule,
 // or a PUT that pauses it, answered before that time removes it, so the
@@ -180,20 +200,7 @@ func TestScheduleStopDropsPendingOccurrence(t *testing.T) {
 				if _, _, err := svc.PutSchedule(ctx, "default", id, spec, 0); err != nil {
 					t.Fatal(err)
 				}
-				// Wait for an occurrence created ahead with time to spare.
-				var at int64
-				deadline := time.Now().Add(5 * time.Second)
-				for at == 0 && time.Now().Before(deadline) {
-					v, err := svc.GetSchedule(ctx, "default", id)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if v.LastFireAt > time.Now().Add(100*time.Millisecond).UnixMilli() {
-						at = v.LastFireAt
-						break
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
+				at := createdAhead(t, svc, id)
 				if at == 0 {
 					continue
 				}
@@ -247,19 +254,7 @@ func TestScheduleReplaceKeepsOccurrenceOfTheSameTime(t *testing.T) {
 		if _, _, err := svc.PutSchedule(ctx, "default", id, spec, 0); err != nil {
 			t.Fatal(err)
 		}
-		var at int64
-		deadline := time.Now().Add(5 * time.Second)
-		for at == 0 && time.Now().Before(deadline) {
-			v, err := svc.GetSchedule(ctx, "default", id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v.LastFireAt > time.Now().Add(100*time.Millisecond).UnixMilli() {
-				at = v.LastFireAt
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		at := createdAhead(t, svc, id)
 		if at == 0 {
 			continue
 		}
