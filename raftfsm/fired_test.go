@@ -250,3 +250,48 @@ func TestFiredCacheUnderConcurrentReads(t *testing.T) {
 		})
 	}
 }
+
+// A schedule's occurrence is cached on every replica, leader or not, when
+// its advance commits ("born"), so its outcome's apply does not read it
+// back; any later write of the record drops it. verifyFired checks every
+// hit against storage.
+func TestBornOccurrencesServeTheirOutcome(t *testing.T) {
+	const t0 = int64(1_795_000_000_000)
+	db := memDB(t)
+	f := openFSM(t, db, 6) // a follower: CacheFired stays off
+	adv := func(at int64) Command {
+		return &ScheduleAdvance{Coll: "c", ID: "s", Version: 1, Expected: at, Occurrence: at, Next: at + 1000, Now: at - 500}
+	}
+	ack := func(at int64) Command {
+		return &Ack{Coll: "c", ID: model.OccurrenceID("s", at), Version: 1, Success: true, Attempts: 1, Now: at + 5}
+	}
+	var index uint64
+	apply := func(cmds ...Command) []model.Result {
+		index++
+		return results(t, f.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: Encode(cmds...)}})[0])
+	}
+	apply(&PutSchedule{Coll: "c", ID: "s", Spec: schedSpec(1), Anchor: t0, Next: t0 + 1000, Now: t0})
+	apply(adv(t0 + 1000))
+	if !f.fired.mayHold() {
+		t.Fatal("the occurrence was not cached when its advance committed")
+	}
+	if r := apply(ack(t0 + 1000)); r[0].Code != model.CodeOK || f.fired.hits.Load() != 1 || f.fired.mayHold() {
+		t.Fatalf("ack: %+v, hits %d, held %d", r, f.fired.hits.Load(), f.fired.held.Load())
+	}
+	// Replaced in the batch that made it: the cached value is the
+	// replacement (a mismatch would panic under verifyFired).
+	apply(adv(t0+2000), &Upsert{Coll: "c", ID: model.OccurrenceID("s", t0+2000), Spec: spec(t0+2500, 9), Now: t0 + 1600})
+	if r := apply(&Ack{Coll: "c", ID: model.OccurrenceID("s", t0+2000), Version: 2, Success: true, Attempts: 1, Now: t0 + 2505}); r[0].Code != model.CodeOK || f.fired.hits.Load() != 2 {
+		t.Fatalf("ack of the replaced occurrence: %+v, hits %d", r, f.fired.hits.Load())
+	}
+	// Deleted in a later batch: dropped, and nothing is left.
+	apply(adv(t0 + 3000))
+	apply(&Delete{Coll: "c", ID: model.OccurrenceID("s", t0+3000)})
+	if f.fired.mayHold() {
+		t.Fatalf("a deleted occurrence is still cached (%d held)", f.fired.held.Load())
+	}
+	j, ok, err := GetJob(db, 6, "c", model.OccurrenceID("s", t0+1000))
+	if err != nil || !ok || j.Status != model.StatusSucceeded {
+		t.Fatalf("the first occurrence: %+v %v %v", j, ok, err)
+	}
+}

@@ -37,9 +37,6 @@ import (
 // replicas stay identical whatever their floors (like tombMax). Only
 // ApplyBatch and Restore touch it, both on raft's FSM goroutine.
 
-// schedKey names a schedule within a slot.
-type schedKey struct{ coll, sched string }
-
 // maxOccFloors bounds the floors one slot keeps (about 100 bytes each);
 // past it an advance of a schedule without one looks its occurrence up.
 const maxOccFloors = 1 << 16

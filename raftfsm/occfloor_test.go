@@ -106,13 +106,13 @@ func TestOccurrenceFloorFindsExistingJobs(t *testing.T) {
 	}
 }
 
-// TestOccurrenceFloorsChangeNothing applies the same random log of
+// TestScheduleApplyCachesChangeNothing applies the same random log of
 // schedule writes, advances, user jobs with occurrence ids (ahead of,
 // at and behind the schedules' times), outcomes, deletes and a snapshot
 // restore to a slot with occurrence floors, born records and the
 // schedule-record cache and to one with none of them: every result and
 // the final contents must be the same.
-func TestOccurrenceFloorsChangeNothing(t *testing.T) {
+func TestScheduleApplyCachesChangeNothing(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
@@ -254,98 +254,5 @@ func TestOccurrenceFloorsAfterARestore(t *testing.T) {
 	j, ok, err := GetJob(a.db, 5, "c", "s@1795000002000")
 	if err != nil || !ok || j.CallbackURL != "http://127.0.0.1/user" || j.Version != 1 {
 		t.Fatalf("the job of the occurrence's id after the restore: %+v %v %v", j, ok, err)
-	}
-}
-
-// A schedule's occurrence is cached on every replica, leader or not, when
-// its advance commits ("born"), so its outcome's apply does not read it
-// back; any later write of the record drops it. verifyFired checks every
-// hit against storage.
-func TestBornOccurrencesServeTheirOutcome(t *testing.T) {
-	const t0 = int64(1_795_000_000_000)
-	db := memDB(t)
-	f := openFSM(t, db, 6) // a follower: CacheFired stays off
-	adv := func(at int64) Command {
-		return &ScheduleAdvance{Coll: "c", ID: "s", Version: 1, Expected: at, Occurrence: at, Next: at + 1000, Now: at - 500}
-	}
-	ack := func(at int64) Command {
-		return &Ack{Coll: "c", ID: model.OccurrenceID("s", at), Version: 1, Success: true, Attempts: 1, Now: at + 5}
-	}
-	var index uint64
-	apply := func(cmds ...Command) []model.Result {
-		index++
-		return results(t, f.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: Encode(cmds...)}})[0])
-	}
-	apply(&PutSchedule{Coll: "c", ID: "s", Spec: schedSpec(1), Anchor: t0, Next: t0 + 1000, Now: t0})
-	apply(adv(t0 + 1000))
-	if !f.fired.mayHold() {
-		t.Fatal("the occurrence was not cached when its advance committed")
-	}
-	if r := apply(ack(t0 + 1000)); r[0].Code != model.CodeOK || f.fired.hits.Load() != 1 || f.fired.mayHold() {
-		t.Fatalf("ack: %+v, hits %d, held %d", r, f.fired.hits.Load(), f.fired.held.Load())
-	}
-	// Replaced in the batch that made it: the cached value is the
-	// replacement (a mismatch would panic under verifyFired).
-	apply(adv(t0+2000), &Upsert{Coll: "c", ID: model.OccurrenceID("s", t0+2000), Spec: spec(t0+2500, 9), Now: t0 + 1600})
-	if r := apply(&Ack{Coll: "c", ID: model.OccurrenceID("s", t0+2000), Version: 2, Success: true, Attempts: 1, Now: t0 + 2505}); r[0].Code != model.CodeOK || f.fired.hits.Load() != 2 {
-		t.Fatalf("ack of the replaced occurrence: %+v, hits %d", r, f.fired.hits.Load())
-	}
-	// Deleted in a later batch: dropped, and nothing is left.
-	apply(adv(t0 + 3000))
-	apply(&Delete{Coll: "c", ID: model.OccurrenceID("s", t0+3000)})
-	if f.fired.mayHold() {
-		t.Fatalf("a deleted occurrence is still cached (%d held)", f.fired.held.Load())
-	}
-	j, ok, err := GetJob(db, 6, "c", model.OccurrenceID("s", t0+1000))
-	if err != nil || !ok || j.Status != model.StatusSucceeded {
-		t.Fatalf("the first occurrence: %+v %v %v", j, ok, err)
-	}
-}
-
-// The schedule-record cache answers what storage holds across a replace,
-// a delete and a restore (verifySchedRecs panics otherwise), and Release
-// gives its bytes back.
-func TestScheduleRecordCache(t *testing.T) {
-	const t0 = int64(1_795_000_000_000)
-	before := schedRecBytes.Load()
-	a := openFSM(t, memDB(t), 7)
-	apply := func(f *SlotFSM, index uint64, cmds ...Command) []model.Result {
-		return results(t, f.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: Encode(cmds...)}})[0])
-	}
-	apply(a, 1, &PutSchedule{Coll: "c", ID: "s", Spec: schedSpec(1), Anchor: t0, Next: t0 + 1000, Now: t0})
-	apply(a, 2, &ScheduleAdvance{Coll: "c", ID: "s", Version: 1, Expected: t0 + 1000, Occurrence: t0 + 1000, Next: t0 + 2000, Now: t0 + 900})
-	if len(a.schedRecs) != 1 || schedRecBytes.Load() <= before {
-		t.Fatalf("nothing cached: %d entries, %d bytes", len(a.schedRecs), schedRecBytes.Load()-before)
-	}
-	// Replaced, then advanced by the new version in the same batch.
-	r := apply(a, 3, &PutSchedule{Coll: "c", ID: "s", Spec: schedSpec(2), Anchor: t0, Next: t0 + 3000, Now: t0 + 950},
-		&ScheduleAdvance{Coll: "c", ID: "s", Version: 2, Expected: t0 + 3000, Occurrence: t0 + 3000, Next: t0 + 4000, Now: t0 + 2900})
-	if r[1].Code != model.CodeOK || r[1].Schedule.Version != 2 || r[1].Schedule.NextFireAt != t0+4000 {
-		t.Fatalf("advance of the replaced schedule: %+v", r[1])
-	}
-	// A restore from a replica where s is at another version.
-	c := openFSM(t, memDB(t), 7)
-	apply(c, 1, &PutSchedule{Coll: "c", ID: "s", Spec: schedSpec(5), Anchor: t0, Next: t0 + 9000, Now: t0})
-	var sk sink
-	if _, err := c.StreamState(&sk); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Restore(io.NopCloser(bytes.NewReader(sk.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
-	if r := apply(a, 2, &ScheduleAdvance{Coll: "c", ID: "s", Version: 1, Expected: t0 + 9000, Occurrence: t0 + 9000, Next: t0 + 10000, Now: t0 + 8900}); r[0].Code != model.CodeOK {
-		t.Fatalf("advance after the restore: %+v", r[0])
-	}
-	if r := apply(a, 3, &DeleteSchedule{Coll: "c", ID: "s"}); r[0].Code != model.CodeOK || len(a.schedRecs) != 0 {
-		t.Fatalf("delete: %+v, %d cached", r[0], len(a.schedRecs))
-	}
-	if r := apply(a, 4, &ScheduleAdvance{Coll: "c", ID: "s", Version: 1, Expected: t0 + 10000, Occurrence: t0 + 10000, Next: t0 + 11000, Now: t0 + 9900}); r[0].Code != model.CodeStale {
-		t.Fatalf("advance of a deleted schedule: %+v", r[0])
-	}
-	apply(c, 2, &ScheduleAdvance{Coll: "c", ID: "s", Version: 1, Expected: t0 + 9000, Occurrence: t0 + 9000, Next: t0 + 10000, Now: t0 + 8900})
-	a.Release()
-	c.Release()
-	if got := schedRecBytes.Load(); got != before {
-		t.Fatalf("%d bytes still counted after Release", got-before)
 	}
 }

@@ -101,6 +101,9 @@ type SlotFSM struct {
 	restoring bool
 }
 
+// schedKey names a schedule within a slot (occFloors, schedRecs).
+type schedKey struct{ coll, sched string }
+
 type observerBox struct{ o Observer }
 
 // OpenSlotFSM loads a slot replica's state machine from storage. onFatal is
