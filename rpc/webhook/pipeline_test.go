@@ -77,16 +77,37 @@ func deliverAll(c *Client, url string, ids []string, timeout time.Duration) map[
 	return out
 }
 
+// tally counts, by job id, the requests a test receiver processed; its
+// connections' goroutines add to it while the test reads it.
+type tally struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func newTally() *tally { return &tally{n: map[string]int{}} }
+
+func (c *tally) add(id string) {
+	c.mu.Lock()
+	c.n[id]++
+	c.mu.Unlock()
+}
+
+func (c *tally) of(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
+}
+
 // mustAllOnce fails unless every id in want was answered 200 (with its
 // own id as the body, when echo) and processed exactly once (seen).
-func mustAllOnce(t *testing.T, res map[string]Result, want []string, seen map[string]int, echo bool) {
+func mustAllOnce(t *testing.T, res map[string]Result, want []string, seen *tally, echo bool) {
 	t.Helper()
 	for _, id := range want {
 		if r := res[id]; r.Err != nil || r.StatusCode != 200 || (echo && r.BodySnippet != id) {
 			t.Fatalf("%s = %+v", id, r)
 		}
-		if seen[id] != 1 {
-			t.Fatalf("%s processed %d times", id, seen[id])
+		if n := seen.of(id); n != 1 {
+			t.Fatalf("%s processed %d times", id, n)
 		}
 	}
 }
@@ -141,14 +162,11 @@ func TestPipelineWritesBeforeAnswers(t *testing.T) {
 // request it belongs to, over few connections.
 func TestPipelineNetHTTPReceiver(t *testing.T) {
 	var conns atomic.Int32
-	var mu sync.Mutex
-	seen := map[string]int{}
+	seen := newTally()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		id := strings.Split(r.Header.Get("Idempotency-Key"), ":")[1]
-		mu.Lock()
-		seen[id]++
-		mu.Unlock()
+		seen.add(id)
 		_, _ = io.WriteString(w, id)
 	}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -176,8 +194,7 @@ func TestPipelineNetHTTPReceiver(t *testing.T) {
 // written after it were not processed (RFC 9112 §9.6) and go again on a
 // new connection, costing no attempt.
 func TestPipelineConnectionCloseResends(t *testing.T) {
-	var mu sync.Mutex
-	seen := map[string]int{}
+	seen := newTally()
 	var unprocessed atomic.Int32
 	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, index int) {
 		for n := 0; ; n++ {
@@ -196,9 +213,7 @@ func TestPipelineConnectionCloseResends(t *testing.T) {
 				}
 				continue
 			}
-			mu.Lock()
-			seen[id]++
-			mu.Unlock()
+			seen.add(id)
 			if index == 0 {
 				continue
 			}
@@ -626,17 +641,14 @@ func TestPipelineKeepsThePath(t *testing.T) {
 // the answered request stands, the others were never processed and are
 // sent again; nothing is failed, nothing processed twice.
 func TestPipelineCloseWithResetFailsNothing(t *testing.T) {
-	var mu sync.Mutex
-	seen := map[string]int{}
+	seen := newTally()
 	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, index int) {
 		for n := 0; ; n++ {
 			id, err := readID(br)
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			seen[id]++
-			mu.Unlock()
+			seen.add(id)
 			if index == 0 {
 				for br.Buffered() == 0 { // a request written behind it
 					if _, err := br.Peek(1); err != nil {
@@ -679,16 +691,13 @@ func TestPipelineTruncatedAnswerStands(t *testing.T) {
 // first such close the host gets one request per connection, instead of
 // every pipelined request being written again and again.
 func TestPipelineDemotesACloseEveryTimeReceiver(t *testing.T) {
-	var mu sync.Mutex
-	seen := map[string]int{}
+	seen := newTally()
 	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader, _ int) {
 		id, err := readID(br)
 		if err != nil {
 			return
 		}
-		mu.Lock()
-		seen[id]++
-		mu.Unlock()
+		seen.add(id)
 		io.WriteString(conn, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
 		io.Copy(io.Discard, br)
 	})
