@@ -119,7 +119,7 @@ type pipeWork struct {
 // A pipeWork's phases.
 const (
 	phaseQueued  int32 = iota // waiting to be written
-	phaseWritten              // written, behind answers owed to earlier requests
+	phaseWritten              // in a write or written, behind answers owed to earlier requests (or a receiver that stopped reading)
 	phaseHead                 // its own answer is the one being read
 )
 
