@@ -141,13 +141,17 @@ const MetaCommitTimeout = time.Second
 // RPC on the stock transport — the largest single item of an idle 12-slot
 // cluster's CPU (docs/scaling.md, sixth pass); coalesced, they wait up to
 // a tenth of the slots' lease for the next batch, which a 500 ms lease
-// would not tolerate. Failover does not wait for these timeouts: the
-// liveness check finds a dead meta leader and the follower with the most
+// would not tolerate. They must equal the slots' (node's
+// TestMetaTimingIsTheSlots'): the node's coalescer parks and holds every
+// group's heartbeats for times derived from the slots' timeouts, and a
+// shorter meta lease would see its heartbeat rounds come too late for its
+// check-quorum. Failover does not wait for these timeouts: the liveness
+// check finds a dead meta leader and the follower with the most
 // up-to-date log campaigns at once (Campaign, node hurryorder.go), as a
 // slot's does.
 const (
-	MetaHeartbeatTimeout = 5 * time.Second
-	MetaLeaderLease      = 2500 * time.Millisecond
+	MetaHeartbeatTimeout = 10 * time.Second
+	MetaLeaderLease      = 5 * time.Second
 )
 
 // metaTiming fills in MetaCommitTimeout, and with coalesced heartbeats

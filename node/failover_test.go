@@ -15,13 +15,13 @@ import (
 )
 
 // Failover within 2 s with raft's conservative production timeouts (a
-// follower on its own waits 5–10 s for a heartbeat, then an election):
+// follower on its own waits 10–20 s for a heartbeat, then an election):
 // the liveness check sees the killed leader at once (connection refused)
 // and the followers of its groups elect a new leader right away. Measured
 // per cycle: kill → every slot the victim led accepts a write through a
 // survivor. The median cycle must be well within 2 s (the path above);
-// one cycle may take the fallback election instead, at the slots' 2.5 s
-// lease (4 s at most with its stagger and the election), but none longer.
+// one cycle may take the fallback election instead, at the slots' 5 s
+// lease (6.5 s at most with its stagger and the election), but none longer.
 // The picked follower's TimeoutNow used to elect nobody when that
 // follower had restarted a moment before (its raft still in the loop of
 // its refused first campaign: raftgroup wakeMainLoop, docs/reliability.md
@@ -102,7 +102,7 @@ func TestFailoverWithinTwoSeconds(t *testing.T) {
 
 // judgeFailovers fails t unless the median of took is under a second (the
 // liveness check's path: a TimeoutNow by the picked follower) and none is
-// over 4 s, the fallback election's bound (the 2.5 s lease, its stagger
+// over 6.5 s, the fallback election's bound (the 5 s lease, its stagger
 // and an election).
 func judgeFailovers(t *testing.T, what string, took []time.Duration) {
 	t.Helper()
@@ -110,7 +110,7 @@ func judgeFailovers(t *testing.T, what string, took []time.Duration) {
 	if median := took[len(took)/2]; median > time.Second {
 		t.Fatalf("%s took %v (median %v): the liveness check's path is not working", what, took, median)
 	}
-	if worst := took[len(took)-1]; worst > 4*time.Second {
+	if worst := took[len(took)-1]; worst > 6500*time.Millisecond {
 		t.Fatalf("%s took up to %v, over the fallback election's bound", what, worst)
 	}
 }

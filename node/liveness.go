@@ -53,13 +53,13 @@ func livenessTiming(t raftgroup.Timing) (interval, lease, deadAfter time.Duratio
 
 // beatFlush is how long the slots' coalesced heartbeats to a peer wait
 // for company (rpc/beat Options.Flush): a tenth of the slots' raft lease —
-// 50 ms with a 500 ms lease, 250 ms with the slots' production 2.5 s
-// (heartbeats every 0.5-1 s: at 20 ms a batch carried ~1.4 of them, so
+// 50 ms with a 500 ms lease, 500 ms with the slots' production 5 s
+// (heartbeats every 1-2 s: at 20 ms a batch carried ~1.4 of them, so
 // nearly every heartbeat was its own call and wake-up; at 100 ms a node
 // of 256 slots still sent ~9 batches a second to each peer). With the
-// parked heartbeats (beatPark) raft's rounds are 1-1.75 s apart, so a
-// heartbeat reaches its follower up to ~2 s after the one before, well
-// inside the follower's 5 s timeout; nothing else waits on it (a read's heartbeat round
+// parked heartbeats (beatPark) raft's rounds are 2-3.5 s apart, so a
+// heartbeat reaches its follower up to ~4 s after the one before, well
+// inside the follower's 10 s timeout; nothing else waits on it (a read's heartbeat round
 // goes at once, Transport.Confirm; failover does not wait for heartbeats).
 func beatFlush(t raftgroup.Timing) time.Duration {
 	lease := slot.SlotLeaderLease
@@ -71,9 +71,9 @@ func beatFlush(t raftgroup.Timing) time.Duration {
 
 // beatHold is how old a follower's heartbeat answer may be to answer the
 // next heartbeat of its group (rpc/beat Options.HoldAnswers): half the
-// slots' heartbeat timeout, 2.5 s with the production 5 s. A round is the
-// park (beatPark, up to a quarter of the timeout with the tick) plus
-// raft's own wait (a tenth to a fifth), 1-1.75 s, so in a steady state
+// slots' heartbeat timeout, 5 s with the production 10 s. A round is the
+// park (beatPark, up to 0.15 of the timeout with the tick) plus
+// raft's own wait (a tenth to a fifth), 2-3.5 s, so in a steady state
 // every heartbeat is answered from the one before; a leader cut off from
 // its followers steps down up to that much later (rpc/beat held.go says
 // why nothing is fenced by that).
@@ -87,8 +87,8 @@ func beatHold(t raftgroup.Timing) time.Duration {
 
 // beatPark is how long a heartbeat answered from a held answer stays in
 // raft's call at least (rpc/beat Options.Park), until the next shared
-// tick: a tenth of the heartbeat timeout, 500 ms. raft's check-quorum
-// sees an answer every 1-1.75 s against its 2.5 s lease.
+// tick: a tenth of the heartbeat timeout, 1 s. raft's check-quorum
+// sees an answer every 2-3.5 s against its 5 s lease.
 func beatPark(t raftgroup.Timing) time.Duration {
 	hb := slot.SlotHeartbeatTimeout
 	if t.HeartbeatTimeout != 0 {

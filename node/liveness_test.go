@@ -13,8 +13,10 @@ import (
 
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/liveness"
+	"github.com/timemachine-db/timemachine/meta"
 	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/peer"
+	"github.com/timemachine-db/timemachine/slot"
 )
 
 // hurryOrder places the followers of a group so that the one with the
@@ -167,12 +169,35 @@ func TestBeatFlush(t *testing.T) {
 		timing raftgroup.Timing
 		want   time.Duration
 	}{
-		{raftgroup.Timing{}, 250 * time.Millisecond}, // production: slot.SlotLeaderLease
+		{raftgroup.Timing{}, 500 * time.Millisecond}, // production: slot.SlotLeaderLease
 		{raftgroup.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond}, 15 * time.Millisecond},
 	} {
 		if got := beatFlush(c.timing); got != c.want {
 			t.Errorf("beatFlush(%+v) = %v, want %v", c.timing, got, c.want)
 		}
+	}
+}
+
+// The node's coalescer parks and holds the heartbeats of every group it
+// carries, the meta group's too, for times derived from the slots' raft
+// timeouts (beatPark, beatHold, beatFlush). A meta group with a shorter
+// lease would see its heartbeat rounds (up to 3.5 s with the slots' 10 s)
+// come too late for its check-quorum and its leader step down while
+// nothing is wrong; a longer one would keep a cut-off meta leader longer
+// than a slot's. So the two sets of timeouts are one.
+func TestMetaTimingIsTheSlots(t *testing.T) {
+	if meta.MetaHeartbeatTimeout != slot.SlotHeartbeatTimeout || meta.MetaLeaderLease != slot.SlotLeaderLease {
+		t.Fatalf("meta timeouts %v / %v, slot timeouts %v / %v: the coalescer's park and hold fit only one",
+			meta.MetaHeartbeatTimeout, meta.MetaLeaderLease, slot.SlotHeartbeatTimeout, slot.SlotLeaderLease)
+	}
+	park, flush := beatPark(raftgroup.Timing{}), beatFlush(raftgroup.Timing{})
+	// The longest round: raft's own wait (up to a fifth of the heartbeat
+	// timeout), then the park until the first shared tick past it.
+	if round := slot.SlotHeartbeatTimeout/5 + park + flush; round >= slot.SlotLeaderLease {
+		t.Fatalf("a heartbeat round may take %v, not inside the %v lease", round, slot.SlotLeaderLease)
+	}
+	if hold := beatHold(raftgroup.Timing{}); hold > slot.SlotLeaderLease {
+		t.Fatalf("held answers up to %v old, more than the %v lease", hold, slot.SlotLeaderLease)
 	}
 }
 

@@ -330,12 +330,16 @@ func voteFloor(cfg Config, stores *storage.RaftStores) (storage.VoteFloor, func(
 
 // electAfterRestart hurries the first election of a replica that was
 // reopened (a node restarted) while it knows no leader. With the slots'
-// long timeouts a follower on its own waits 5–10 s before it campaigns,
+// long timeouts a follower on its own waits 10–20 s before it campaigns,
 // and when every node restarts (the nemesis's kill-all) nobody knows a
-// leader: jobs were late by 5–7 s. So the replica lowers its timeouts to
-// the lease, which makes raft check at once and campaign — with a
-// pre-vote, so where the others still follow a leader (only this node
-// restarted) they refuse and nothing is disrupted. The voters of a group
+// leader: jobs were late by 5–7 s when it was 5–10 s. So the replica
+// lowers its timeouts to the lease, and the reload makes raft's follower
+// loop check at once; a reopened raft has heard from nobody (its last
+// contact is the zero time), so it campaigns then, however long the lease
+// — with a pre-vote, so where the others still follow a leader (only this
+// node restarted) they refuse and nothing is disrupted. Only a campaign
+// that fails (no peer up yet) waits a lease or two before the next, and
+// the next voter's own turn usually comes first. The voters of a group
 // take turns by their place in its configuration, restartStagger apart,
 // each only if no leader is known by then, so the first one usually wins
 // alone.
@@ -349,7 +353,7 @@ func (g *Group) electAfterRestart() {
 	if len(voters) == 1 {
 		// The only voter (a single-node cluster, or replication factor
 		// 1): nobody to disrupt, so it campaigns at once — raft on its
-		// own would wait out the 5-10 s heartbeat timeout, and every job
+		// own would wait out the 10-20 s heartbeat timeout, and every job
 		// due meanwhile would be late by that much.
 		g.Campaign("")
 		g.wg.Done()
@@ -683,8 +687,9 @@ func (g *Group) claimHurry(reason string) bool {
 
 // campaignRetries keeps a campaigning replica's timeouts at the lease until
 // the group has a leader other than dead (or hurryLimit): should its
-// election fail — a split vote, a lost vote — the next starts after 2.5–5 s
-// rather than after the slots' 5–10 s election timeout.
+// election fail — a split vote, a lost vote — the next starts after 5–10 s
+// (the slots' lease: raft allows no shorter election timeout) rather than
+// after their 10–20 s election timeout.
 func (g *Group) campaignRetries(dead string) {
 	if !g.claimHurry("(campaign)") {
 		return
@@ -862,14 +867,14 @@ const leaderlessAfter = time.Second
 // A leader that steps down on its own (check-quorum: no majority answered
 // for the lease, say while a follower was paused and the other slow)
 // knows no leader afterwards, and its followers, whose heartbeat
-// timeouts are 5–10 s away (slots), still name it: nobody campaigns
+// timeouts are 10–20 s away (slots), still name it: nobody campaigns
 // until one of those timers fires, and the node's liveness check, which
 // hurries elections after a leader dies, sees every node alive. In the
 // nemesis (seed 1593762907438405713, cycle 31) a slot went about 6 s
 // without a leader that way, its jobs up to 10.5 s late. The hurry here
 // lowers this replica's heartbeat timeout to the lease, so it campaigns
 // as soon as it has been silent that long (raft counts from the
-// step-down: a lease after it, 2.5 s for a slot); pre-vote stays on, and
+// step-down: a lease after it, 5 s for a slot); pre-vote stays on, and
 // the followers grant it, since they still name it. After a planned
 // transfer this replica knows the new leader by then and does nothing
 // (TestTransferStartsNoLeaderlessElection).

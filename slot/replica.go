@@ -309,21 +309,29 @@ const SlotCommitTimeout = 15 * time.Second
 // follower every HeartbeatTimeout/10 to HeartbeatTimeout/5 to send a
 // heartbeat, idle or not: with the library's 1 s that was ~4,600
 // heartbeats a second at 1,024 slots and the floor of the idle cost
-// (docs/scaling.md). With 5 s they go every 0.5–1 s, and every 1–1.75 s
+// (docs/scaling.md). With 10 s they go every 1–2 s, and every 2–3.5 s
 // over the node's coalescing transport, which holds raft's call until a
-// shared tick (rpc/beat held.go). Failover does not
-// wait for these timeouts: the liveness check finds a dead leader within
-// ~0.7 s and the follower with the longest log campaigns at once through
-// a TimeoutNow (raftgroup Campaign, node hurryorder.go). The lease (raft's
-// check-quorum: a leader steps down after that long without a majority's
-// answers) is 2.5 s, 2.5–5 heartbeats, so a loaded node does not lose
-// leaderships for one late answer; it fences nothing — firing and reads
-// are fenced by the liveness lease (500 ms, Fence) and a read's heartbeat
-// round (VerifyLeader). A follower that loses only raft's connection to a
-// leader the liveness check still hears elects on its own after 5–10 s.
+// shared tick (rpc/beat held.go); with 5 s, half as far apart, they were
+// half of a 256-slot cluster's idle CPU (docs/scaling.md, eleventh and
+// twelfth passes). Failover does not wait for these timeouts: the
+// liveness check finds a dead leader within ~0.7 s and the follower with
+// the longest log campaigns at once through a TimeoutNow (raftgroup
+// Campaign, node hurryorder.go); a replica reopened with no leader known
+// campaigns at once too (its raft has heard from nobody, raftgroup
+// electAfterRestart). The lease (raft's check-quorum: a leader steps down
+// after that long without a majority's answers) is 5 s, 1.5–2.5 rounds,
+// so a loaded node does not lose leaderships for one late answer; it
+// fences nothing — firing and reads are fenced by the liveness lease
+// (500 ms, Fence) and a read's heartbeat round (VerifyLeader). raft
+// requires every hurried timeout to be at least the lease, so what still
+// leans on raft's timers takes a lease or more: an election retried after
+// a failed campaign (5–10 s), the fallback when the other followers do not
+// agree the leader is dead, a leader that stepped down on its own (a lease
+// after the step-down), and a follower that loses only raft's connection
+// to a leader the liveness check still hears (10–20 s).
 const (
-	SlotHeartbeatTimeout = 5 * time.Second
-	SlotLeaderLease      = 2500 * time.Millisecond
+	SlotHeartbeatTimeout = 10 * time.Second
+	SlotLeaderLease      = 5 * time.Second
 )
 
 // slotTiming fills in SlotCommitTimeout, and the slot timeouts above when

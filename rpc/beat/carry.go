@@ -236,8 +236,9 @@ const wakeWait = 100 * time.Millisecond
 // seconds to open); refused at once, the candidate would sit out its
 // election timeout (seconds with the slots' long timeouts) before it asked
 // again. Waiting, the vote is answered the moment the group opens. Under
-// the slots' 5 s election timeout (2 s was too short at 1,024 slots: some
-// first elections failed and waited 5-10 s) and the carried RPC's 10 s.
+// the slots' 10 s election timeout (2 s was too short at 1,024 slots: some
+// first elections failed and waited 5-10 s, with the 5 s election timeout
+// they had then) and the carried RPC's 10 s.
 const voteOpenWait = 4 * time.Second
 
 // awaitGroup returns group's registration, waiting up to wait for the

@@ -33,8 +33,8 @@
 // (WrapAlwaysOpen), a peer that answers that the group is not open there:
 // every running node has it open, so that peer predates the meta group's
 // move onto the node connection. The coalescing delay (Options.Flush: the node
-// sets a tenth of the slots' raft lease, 250 ms against their 2.5 s lease
-// and 5 s heartbeat timeout) is small against those, but not against a
+// sets a tenth of the slots' raft lease, 500 ms against their 5 s lease
+// and 10 s heartbeat timeout) is small against those, but not against a
 // read: a GET confirms its leader with a heartbeat round
 // (raftgroup VerifyLeader), so the group is marked urgent for 50 ms
 // (Transport.Urgent) and its heartbeats go out at once, taking along those

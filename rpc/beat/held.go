@@ -10,8 +10,8 @@ import (
 // Held answers and parked heartbeats (Options.HoldAnswers, Options.Park).
 //
 // hashicorp/raft's leader runs one heartbeat goroutine per follower per
-// group. It sleeps a random 0.5-1 s (a tenth to a fifth of the slots' 5 s
-// heartbeat timeout), sends, and waits for the answer. An idle node's CPU
+// group. It sleeps a random 1-2 s (a tenth to a fifth of the slots' 10 s
+// heartbeat timeout; 0.5-1 s with the 5 s they had before), sends, and waits for the answer. An idle node's CPU
 // is mostly the Go runtime's cost of waking up (docs/scaling.md), and those
 // random timers were most of the distinct wake-ups of a node leading many
 // groups: at 256 slots on three nodes ~215 a second of n1's ~640, with the
@@ -25,8 +25,8 @@ import (
 // multiple of Flush, shared by every group on the node) at least Park
 // away: raft's goroutine wakes on a shared tick, and its own random timer
 // starts only then, so it fires about half as often. The follower still
-// hears a heartbeat per round (every 1-1.75 s plus the flush delay,
-// against its 5 s timeout); it is the leader's view of the follower that
+// hears a heartbeat per round (every 2-3.5 s plus the flush delay,
+// against its 10 s timeout); it is the leader's view of the follower that
 // is up to HoldAnswers older.
 //
 // What that view is used for, and why an older one is safe here:
