@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -83,6 +86,120 @@ func TestRejoinHeardFailedMember(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "a sees b alive again", func() error {
 		if s := statusOf(a, "b"); s != serf.StatusAlive {
 			return errors.New("b is " + s.String())
+		}
+		return nil
+	})
+}
+
+// A node started again after its removal is taken back as alive at once,
+// even when serf's snapshot re-joins it through one member. Removing a
+// node prunes its failed process from serf (forgetRemoved), which sends a
+// leave intent; a member that does not list the node (pruned) keeps such
+// an intent for five minutes. The snapshot's re-join is a memberlist join
+// alone, with no join intent, so that member takes the new process in as
+// "leaving" — for the meta leader, a node table that said "left" for 20 s
+// to over a minute. syncWithAll's join carries a newer join intent.
+func TestRestartedRemovedNodeRejoinsAtOnce(t *testing.T) {
+	var addr [3]string
+	for i := range addr {
+		a, err := testutil.ClusterAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr[i] = a
+	}
+	a := gossipOnly(t, "a", addr[0], nil, nil)
+	b := gossipOnly(t, "b", addr[1], []string{addr[0]}, nil)
+	old := gossipOnly(t, "c", addr[2], []string{addr[0]}, nil)
+	testutil.Eventually(t, 10*time.Second, "a and b see c alive", func() error {
+		if s := statusOf(a, "c"); s != serf.StatusAlive {
+			return errors.New("a: c is " + s.String())
+		}
+		if s := statusOf(b, "c"); s != serf.StatusAlive {
+			return errors.New("b: c is " + s.String())
+		}
+		return nil
+	})
+	old.LeaveGossip(false) // killed: no leave message
+	testutil.Eventually(t, 20*time.Second, "a finds c failed", func() error {
+		if s := statusOf(a, "c"); s != serf.StatusFailed {
+			return errors.New("c is " + s.String())
+		}
+		return nil
+	})
+	// The removal: the meta leader prunes the failed process, then, every
+	// 10 s while any member still lists it, again; a's own second prune
+	// leaves the intent with a for a name it no longer lists.
+	if err := a.serf.RemoveFailedNodePrune("c"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "c pruned", func() error {
+		if s := statusOf(a, "c"); s != serf.StatusNone {
+			return errors.New("a: c is " + s.String())
+		}
+		if s := statusOf(b, "c"); s != serf.StatusNone {
+			return errors.New("b: c is " + s.String())
+		}
+		return nil
+	})
+	if err := a.serf.RemoveFailedNodePrune("c"); err != nil {
+		t.Fatal(err)
+	}
+	// A process that hears a leave intent about itself refutes it with a
+	// join intent: the restart comes after the removal's gossip is over
+	// (every member's queue of intents to gossip empty for a second; what
+	// one hands memberlist is retransmitted for a few rounds more).
+	var quiet time.Time
+	testutil.Eventually(t, 20*time.Second, "the prunes' gossip over", func() error {
+		for _, n := range []*Cluster{a, b} {
+			if q := n.serf.Stats()["intent_queue"]; q != "0" {
+				quiet = time.Time{}
+				return errors.New(n.cfg.NodeID + ": intent queue " + q)
+			}
+		}
+		if quiet.IsZero() {
+			quiet = time.Now()
+		}
+		if d := time.Since(quiet); d < time.Second {
+			return fmt.Errorf("quiet for %v", d)
+		}
+		return nil
+	})
+
+	// The new process: a snapshot that re-joins through b alone, and no
+	// address to join otherwise (so its joinLoop stays out of it).
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "snapshot"), []byte("alive: b "+addr[1]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Config{NodeID: "c", SerfAddr: addr[2], SerfDir: dir, FastGossip: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := c.startSerf(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.LeaveGossip(false) })
+	testutil.Eventually(t, 10*time.Second, "the new c re-joined through b", func() error {
+		if s := statusOf(b, "c"); s == serf.StatusNone {
+			return errors.New("b does not list c")
+		}
+		if s := statusOf(a, "c"); s == serf.StatusNone {
+			return errors.New("a does not list c")
+		}
+		return nil
+	})
+	if s := statusOf(a, "c"); s != serf.StatusLeaving {
+		t.Fatalf("a lists the new c as %s; the hazard this test guards against is not reproduced (serf changed?)", s)
+	}
+
+	if !c.syncWithAll([]string{addr[0], addr[1]}) {
+		t.Fatal("syncWithAll reached no node")
+	}
+	testutil.Eventually(t, 5*time.Second, "a and b see the new c alive", func() error {
+		if s := statusOf(a, "c"); s != serf.StatusAlive {
+			return errors.New("a: c is " + s.String())
+		}
+		if s := statusOf(b, "c"); s != serf.StatusAlive {
+			return errors.New("b: c is " + s.String())
 		}
 		return nil
 	})

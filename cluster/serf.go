@@ -119,10 +119,18 @@ func (c *Cluster) startSerf() error {
 // restarted node cannot rely on serf's snapshot alone: when the snapshot
 // lists no member that is alive, serf gives up re-joining ("Failed to
 // re-join any previously known node") and, without --join, the node
-// would stay out of the gossip until its replicas were moved away.
+// would stay out of the gossip until its replicas were moved away. It
+// starts with syncWithAll.
 func (c *Cluster) joinLoop() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	if !c.syncWithAll(c.joinAddrs()) {
+		select { // the loop's first join would be the same one again
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		if c.removedAt.Load() > 0 {
 			return // removed: this process stays out
@@ -154,6 +162,42 @@ func (c *Cluster) joinLoop() {
 		case <-t.C:
 		}
 	}
+}
+
+// syncWithAll joins, once as the process starts, every node this one knows
+// (addrs: --join and its copy of the meta state, joinAddrs), even when
+// serf's snapshot has re-joined it already. The snapshot's re-join is a
+// memberlist join alone, through the first previous member that answers:
+// serf broadcasts no join intent for it. A member that does not list this
+// node (serf pruned it) then takes it in with the newest intent it keeps
+// for its name, and after an `admin remove --force` that is the leave
+// intent of the prune (forgetRemoved, kept five minutes): it marks the new
+// process "leaving", and no push-pull corrects that, since the new process
+// carries no newer intent. When that member was the meta leader, a node
+// restarted after its removal stayed "left" in the node table for 20 s to
+// over a minute (node TestOpsForceRemoveDeadNodeAndRejoin, once in a make
+// test run; it re-joined at once whenever joinLoop's own join won the race
+// with the snapshot). serf's Join exchanges state with every address,
+// which also tells the new process of any member that still holds its old
+// one as dead (it refutes at once), and then broadcasts a join intent
+// newer than everything it learnt, so every member takes the new process
+// as alive (TestRestartedRemovedNodeRejoinsAtOnce). A node that knows no
+// other address (the first start of a cluster's first node) skips it. It
+// reports false when it tried and no node answered.
+func (c *Cluster) syncWithAll(addrs []string) (ok bool) {
+	if c.removedAt.Load() > 0 {
+		return true
+	}
+	if len(addrs) == 0 {
+		return true
+	}
+	joined, err := c.serf.Join(addrs, true)
+	if joined > 0 {
+		c.log.Debug("synced gossip with the known nodes", "addrs", strings.Join(addrs, ","), "reached", joined)
+		return true
+	}
+	c.log.Debug("no known node answered the first gossip join; retrying", "addrs", strings.Join(addrs, ","), "error", err)
+	return false
 }
 
 // waitLonely returns true once this node has seen no other live member

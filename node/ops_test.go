@@ -944,10 +944,13 @@ func TestOpsForceRemoveDeadNodeAndRejoin(t *testing.T) {
 	// nothing (its old replicas are deleted once their groups confirm it
 	// is out).
 	tc.restart(3)
+	restarted := time.Now()
 	// Usually a few seconds. When the meta leader's gossip still held the
-	// old process as suspect, it took the new one's alive only at a later
-	// exchange: 20 s in 1 of 24 runs alone, over 30 s once in a loaded
-	// race run (docs/operations.md). Not re-joining at all still fails.
+	// old process as dead or suspect, it took the new one's alive only at
+	// a later exchange: 20 s in 1 of 24 runs alone, over 30 s once in a
+	// loaded race run, over 60 s once in a make test run; the restarted
+	// node now syncs with every node it knows as it starts (cluster
+	// syncWithAll). Not re-joining at all still fails.
 	testutil.Eventually(t, 60*time.Second, "n4 re-joined", func() error {
 		nd, ok := nodeRow(tc.info(""), "n4")
 		if !ok || nd.Status != "alive" {
@@ -955,6 +958,7 @@ func TestOpsForceRemoveDeadNodeAndRejoin(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("n4 re-joined %v after its restart", time.Since(restarted).Round(time.Millisecond))
 	testutil.Eventually(t, 30*time.Second, "n4's stale replicas deleted", func() error {
 		if n := tc.nodes[3].slots.Len(); n != 0 {
 			return fmt.Errorf("%d replicas open", n)
