@@ -118,7 +118,7 @@ soak: build
 # checkers; SEED replays a schedule, FAULTS picks faults, OUT keeps the files.
 nemesis: build
 	CYCLES=$(or $(CYCLES),100) NODES=$(or $(NODES),3) SEED=$(SEED) FAULTS=$(FAULTS) OUT=$(OUT) \
-		MAX_HOLD=$(MAX_HOLD) NETWORK=$(NETWORK) ./scripts/nemesis.sh
+		MAX_HOLD=$(MAX_HOLD) NETWORK=$(NETWORK) RAFT_LOG_LEVEL=$(RAFT_LOG_LEVEL) ./scripts/nemesis.sh
 
 # A local 3-node cluster on loopback (scripts/cluster.sh start|stop|status).
 # Scale out 3 → 5 nodes and back to 3 under a steady create+fire load

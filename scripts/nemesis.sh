@@ -14,6 +14,7 @@
 #   SEED=1234 CYCLES=20 scripts/nemesis.sh       # replay a run's schedule
 #   FAULTS=kill-leader,partition-one scripts/nemesis.sh
 #   OUT=/tmp/nem scripts/nemesis.sh              # keep the run's files there
+#   RAFT_LOG_LEVEL=info scripts/nemesis.sh       # raft's elections in the servers' logs
 #   CHECK_ONLY=/tmp/nem scripts/nemesis.sh       # re-check a recorded run
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +36,5 @@ args=(-bin "$BIN" -nodes "${NODES:-3}" -cycles "${CYCLES:-100}" -faults "${FAULT
 [ -n "${OUT:-}" ] && args+=(-out "$OUT")
 [ -n "${MAX_HOLD:-}" ] && args+=(-max-hold "$MAX_HOLD")
 [ -n "${NETWORK:-}" ] && args+=(-network "$NETWORK")
+[ -n "${RAFT_LOG_LEVEL:-}" ] && args+=(-raft-log-level "$RAFT_LOG_LEVEL")
 "$tmp/nemesis" "${args[@]}"

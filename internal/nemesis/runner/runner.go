@@ -50,6 +50,10 @@ type Config struct {
 	// KeepData keeps the nodes' data directories (they are removed at the
 	// end otherwise; logs are always kept).
 	KeepData bool
+	// RaftLogLevel, when set, is every server's --raft-log-level (its
+	// default, warn, leaves elections out of the logs: what a candidate
+	// did and why it lost shows at info).
+	RaftLogLevel string
 }
 
 const (
@@ -225,6 +229,9 @@ func (r *run) execute(ctx context.Context) error {
 		r.clock0 = true
 	} else if hasKind(cfg.Kinds, fault.Clock) {
 		r.meta.Unsupported[string(fault.Clock)] = "not supported by this build (no --debug-faults flag)"
+	}
+	if cfg.RaftLogLevel != "" {
+		extra = append(extra, "--raft-log-level", cfg.RaftLogLevel)
 	}
 	r.printf("network: %s; binary: %s (%s)", r.meta.Mode, cfg.Bin, r.meta.Version)
 	for k, why := range r.meta.Unsupported {

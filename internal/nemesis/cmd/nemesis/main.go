@@ -47,6 +47,7 @@ func run() int {
 		rcvFaults  = flag.Bool("receiver-faults", true, "the receiver sometimes answers 500, slowly, or closes without answering")
 		keep       = flag.Bool("keep-data", false, "keep the nodes' data directories")
 		checkOnly  = flag.String("check-only", "", "re-check the run recorded in this directory and exit")
+		raftLog    = flag.String("raft-log-level", "", "every server's --raft-log-level (default: the server's own, warn; info shows elections)")
 	)
 	flag.Parse()
 
@@ -65,6 +66,12 @@ func run() int {
 
 	if *nodes != 3 && *nodes != 5 {
 		fmt.Fprintln(os.Stderr, "nemesis: -nodes must be 3 or 5")
+		return 2
+	}
+	switch *raftLog {
+	case "", "trace", "debug", "info", "warn", "error":
+	default:
+		fmt.Fprintf(os.Stderr, "nemesis: -raft-log-level %q: want trace, debug, info, warn or error\n", *raftLog)
 		return 2
 	}
 	kinds, err := fault.Parse(*faults)
@@ -92,13 +99,16 @@ func run() int {
 	if !*rcvFaults {
 		cmd += " -receiver-faults=false"
 	}
+	if *raftLog != "" {
+		cmd += " -raft-log-level " + *raftLog
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := runner.Run(ctx, runner.Config{Bin: *bin, Out: *out, Seed: *seed, Nodes: *nodes, Cycles: *cycles,
 		Kinds: kinds, MaxHold: *maxHold, Clients: *clients, Network: *network, FailoverTarget: *target,
 		PartitionTarget: *partTarget, SettleTimeout: *settle, Policy: policy, Progress: os.Stdout,
-		Command: cmd, KeepData: *keep})
+		Command: cmd, KeepData: *keep, RaftLogLevel: *raftLog})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nemesis:", err)
 		fmt.Fprintf(os.Stderr, "nemesis: the run's files are in %s (replay: %s)\n", *out, cmd)
