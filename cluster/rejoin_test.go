@@ -17,13 +17,32 @@ import (
 
 func gossipOnly(t *testing.T, id, addr string, join []string, hears func(string) bool) *Cluster {
 	t.Helper()
-	c := New(Config{NodeID: id, SerfAddr: addr, SerfDir: t.TempDir(), Join: join, FastGossip: true, Hears: hears,
+	return gossipIn(t, t.TempDir(), id, addr, join, hears)
+}
+
+// gossipIn is gossipOnly with serf's state (its snapshot) in dir.
+func gossipIn(t *testing.T, dir, id, addr string, join []string, hears func(string) bool) *Cluster {
+	t.Helper()
+	c := New(Config{NodeID: id, SerfAddr: addr, SerfDir: dir, Join: join, FastGossip: true, Hears: hears,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := c.startSerf(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.LeaveGossip(false) })
 	return c
+}
+
+// seenAs is a condition for testutil.Eventually: every one of nodes
+// lists id with status want.
+func seenAs(id string, want serf.MemberStatus, nodes ...*Cluster) func() error {
+	return func() error {
+		for _, n := range nodes {
+			if s := statusOf(n, id); s != want {
+				return fmt.Errorf("%s: %s is %s", n.cfg.NodeID, id, s)
+			}
+		}
+		return nil
+	}
 }
 
 func statusOf(c *Cluster, id string) serf.MemberStatus {
@@ -55,19 +74,9 @@ func TestRejoinHeardFailedMember(t *testing.T) {
 	hears := func(string) bool { return true }
 	a := gossipOnly(t, "a", addrA, nil, hears)
 	b := gossipOnly(t, "b", addrB, []string{addrA}, nil)
-	testutil.Eventually(t, 10*time.Second, "a sees b alive", func() error {
-		if s := statusOf(a, "b"); s != serf.StatusAlive {
-			return errors.New("b is " + s.String())
-		}
-		return nil
-	})
+	testutil.Eventually(t, 10*time.Second, "a sees b alive", seenAs("b", serf.StatusAlive, a))
 	b.LeaveGossip(false) // no leave message: a finds b failed
-	testutil.Eventually(t, 20*time.Second, "a finds b failed", func() error {
-		if s := statusOf(a, "b"); s != serf.StatusFailed {
-			return errors.New("b is " + s.String())
-		}
-		return nil
-	})
+	testutil.Eventually(t, 20*time.Second, "a finds b failed", seenAs("b", serf.StatusFailed, a))
 	gossipOnly(t, "b", addrB, nil, nil) // alone: no --join, no snapshot
 
 	// No join while the liveness check does not hear b, nor from a node
@@ -83,12 +92,7 @@ func TestRejoinHeardFailedMember(t *testing.T) {
 	}
 
 	a.rejoinHeard(&raftfsm.MetaState{})
-	testutil.Eventually(t, 5*time.Second, "a sees b alive again", func() error {
-		if s := statusOf(a, "b"); s != serf.StatusAlive {
-			return errors.New("b is " + s.String())
-		}
-		return nil
-	})
+	testutil.Eventually(t, 5*time.Second, "a sees b alive again", seenAs("b", serf.StatusAlive, a))
 }
 
 // A node started again after its removal is taken back as alive at once,
@@ -111,37 +115,16 @@ func TestRestartedRemovedNodeRejoinsAtOnce(t *testing.T) {
 	a := gossipOnly(t, "a", addr[0], nil, nil)
 	b := gossipOnly(t, "b", addr[1], []string{addr[0]}, nil)
 	old := gossipOnly(t, "c", addr[2], []string{addr[0]}, nil)
-	testutil.Eventually(t, 10*time.Second, "a and b see c alive", func() error {
-		if s := statusOf(a, "c"); s != serf.StatusAlive {
-			return errors.New("a: c is " + s.String())
-		}
-		if s := statusOf(b, "c"); s != serf.StatusAlive {
-			return errors.New("b: c is " + s.String())
-		}
-		return nil
-	})
+	testutil.Eventually(t, 10*time.Second, "a and b see c alive", seenAs("c", serf.StatusAlive, a, b))
 	old.LeaveGossip(false) // killed: no leave message
-	testutil.Eventually(t, 20*time.Second, "a finds c failed", func() error {
-		if s := statusOf(a, "c"); s != serf.StatusFailed {
-			return errors.New("c is " + s.String())
-		}
-		return nil
-	})
+	testutil.Eventually(t, 20*time.Second, "a finds c failed", seenAs("c", serf.StatusFailed, a))
 	// The removal: the meta leader prunes the failed process, then, every
 	// 10 s while any member still lists it, again; a's own second prune
 	// leaves the intent with a for a name it no longer lists.
 	if err := a.serf.RemoveFailedNodePrune("c"); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, "c pruned", func() error {
-		if s := statusOf(a, "c"); s != serf.StatusNone {
-			return errors.New("a: c is " + s.String())
-		}
-		if s := statusOf(b, "c"); s != serf.StatusNone {
-			return errors.New("b: c is " + s.String())
-		}
-		return nil
-	})
+	testutil.Eventually(t, 10*time.Second, "c pruned", seenAs("c", serf.StatusNone, a, b))
 	if err := a.serf.RemoveFailedNodePrune("c"); err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +155,7 @@ func TestRestartedRemovedNodeRejoinsAtOnce(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "snapshot"), []byte("alive: b "+addr[1]+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := New(Config{NodeID: "c", SerfAddr: addr[2], SerfDir: dir, FastGossip: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := c.startSerf(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.LeaveGossip(false) })
+	c := gossipIn(t, dir, "c", addr[2], nil, nil)
 	testutil.Eventually(t, 10*time.Second, "the new c re-joined through b", func() error {
 		if s := statusOf(b, "c"); s == serf.StatusNone {
 			return errors.New("b does not list c")
@@ -194,13 +172,5 @@ func TestRestartedRemovedNodeRejoinsAtOnce(t *testing.T) {
 	if !c.syncWithAll([]string{addr[0], addr[1]}) {
 		t.Fatal("syncWithAll reached no node")
 	}
-	testutil.Eventually(t, 5*time.Second, "a and b see the new c alive", func() error {
-		if s := statusOf(a, "c"); s != serf.StatusAlive {
-			return errors.New("a: c is " + s.String())
-		}
-		if s := statusOf(b, "c"); s != serf.StatusAlive {
-			return errors.New("b: c is " + s.String())
-		}
-		return nil
-	})
+	testutil.Eventually(t, 5*time.Second, "a and b see the new c alive", seenAs("c", serf.StatusAlive, a, b))
 }
