@@ -194,6 +194,10 @@ type Client struct {
 	idleConn time.Duration // Options.MaxIdleConnDuration
 	// pipeStall is pipeStall, a field so that tests can make it long.
 	pipeStall time.Duration
+	// popped, when set (tests only), runs in a pipelined connection's
+	// reader right after a failed read took its request off the
+	// connection and before the connection is shut.
+	popped    func()
 	pipeStats pipeCounters
 }
 

@@ -683,9 +683,17 @@ func (pc *pipeConn) read(conn net.Conn) {
 		err := readHeader(resp, br)
 		if err != nil {
 			// No answer for w: it fails as the exchange would have; the
-			// ones sent after it cannot be matched any more.
+			// ones sent after it cannot be matched any more. The
+			// connection is unlisted before popHead lowers pending:
+			// w's caller may have given up at its deadline already,
+			// and its next request must not be picked for a
+			// connection that owes nothing only until shut.
+			pc.h.remove(pc)
 			if !pc.popHead(w) {
 				return
+			}
+			if c.popped != nil {
+				c.popped()
 			}
 			// Shut before w learns of it, so that no request its
 			// caller sends next lands on this connection.
@@ -705,6 +713,9 @@ func (pc *pipeConn) read(conn net.Conn) {
 		}
 		res := c.answer(resp, resp.Body(), complete, readErr, w.now, w.start)
 		closing := resp.ConnectionClose()
+		if !complete || closing {
+			pc.h.remove(pc) // before popHead, as for a failed read
+		}
 		if !pc.popHead(w) {
 			return
 		}
