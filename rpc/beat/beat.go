@@ -94,7 +94,7 @@ type Coalescer struct {
 	oldMu sync.Mutex
 	old   map[string]time.Time // peers that did not know MethodRaft → when seen
 
-	batches, answered, fellBack, carried atomic.Uint64
+	batches, answered, fellBack, carried, votesResent atomic.Uint64
 
 	// parked: the tick → the channel closed at that tick, for heartbeats
 	// parked until it (held.go).
@@ -108,11 +108,15 @@ type Stats struct {
 	Answered uint64 // heartbeats a peer's group answered through a batch
 	FellBack uint64 // heartbeats sent the stock way (the peer does not know the method)
 	Carried  uint64 // other raft RPCs answered through the node's connection
+	// VotesResent counts vote and pre-vote requests sent again after
+	// their peer was unreachable (carry.go, carryVote).
+	VotesResent uint64
 }
 
 // Stats returns the counters.
 func (c *Coalescer) Stats() Stats {
-	return Stats{Batches: c.batches.Load(), Answered: c.answered.Load(), FellBack: c.fellBack.Load(), Carried: c.carried.Load()}
+	return Stats{Batches: c.batches.Load(), Answered: c.answered.Load(), FellBack: c.fellBack.Load(), Carried: c.carried.Load(),
+		VotesResent: c.votesResent.Load()}
 }
 
 type queue struct {

@@ -396,7 +396,7 @@ func (t *Transport) sendHeartbeat(id raft.ServerID, target raft.ServerAddress, a
 
 // RequestVote implements raft.Transport.
 func (t *Transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	if err := t.carry(target, kindVote, args, resp); !errors.Is(err, errOldPeer) {
+	if err := t.carryVote(target, kindVote, args, resp); !errors.Is(err, errOldPeer) {
 		return err
 	}
 	return t.NetworkTransport.RequestVote(id, target, args, resp)
@@ -404,10 +404,58 @@ func (t *Transport) RequestVote(id raft.ServerID, target raft.ServerAddress, arg
 
 // RequestPreVote implements raft.Transport.
 func (t *Transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	if err := t.carry(target, kindPreVote, args, resp); !errors.Is(err, errOldPeer) {
+	if err := t.carryVote(target, kindPreVote, args, resp); !errors.Is(err, errOldPeer) {
 		return err
 	}
 	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
+}
+
+// voteResendFor bounds how long a vote (or pre-vote) request lost to an
+// unreachable peer is sent again; voteResendGap is the least time between
+// two sends, for a peer the liveness check has not found dead (a refused
+// dial fails at once, and waitReachable would not wait).
+const (
+	voteResendFor = 3 * time.Second
+	voteResendGap = 100 * time.Millisecond
+)
+
+// carryVote is carry for a vote or pre-vote request, sent again while it
+// fails because target is unreachable: once the liveness check hears
+// target again (holdFailed), at most every voteResendGap, for up to
+// voteResendFor.
+//
+// Why: raft asks each voter once per election and waits out its election
+// timeout (a lease or two, 5-10 s) before it tries again. Under a long
+// delay on every link, the nodes' liveness checks find each other dead
+// and alive every second or so and drop their connections each time,
+// and a vote request or its answer in flight is lost with them: a group
+// whose leader stepped down then stood without one for 7-9 s after the
+// links healed (docs/reliability.md, "Slots without a leader for seconds
+// after a long delay on every link"). Sending a vote request again is
+// safe: raft takes each message as possibly delayed or repeated — a
+// voter that granted this candidate in this term grants it again, one
+// that voted for another refuses again, and an answer for an election
+// the candidate has left is ignored.
+func (t *Transport) carryVote(target raft.ServerAddress, kind byte, req, resp any) error {
+	until := time.Now().Add(voteResendFor)
+	for {
+		sent := time.Now()
+		err := t.carry(target, kind, req, resp)
+		if err == nil || errors.Is(err, errOldPeer) || !time.Now().Before(until) || !t.holdFailed(target, err) {
+			return err
+		}
+		if wait := voteResendGap - time.Since(sent); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-t.h.closed:
+				return err
+			}
+		}
+		if !time.Now().Before(until) {
+			return err
+		}
+		t.c.votesResent.Add(1)
+	}
 }
 
 // TimeoutNow implements raft.Transport.

@@ -552,6 +552,107 @@ func TestAlwaysOpenGroupFallsBackWhereRefused(t *testing.T) {
 	}
 }
 
+// A vote or pre-vote request lost because its peer was unreachable (its
+// connection dropped when the liveness check found the peer dead) is sent
+// again once the peer answers again: raft would ask that voter only after
+// its election timeout, seconds later. Other errors are not resent, a
+// peer that stays away fails the vote after FailHold, and a peer the
+// liveness check does not find dead is asked at most every voteResendGap
+// for voteResendFor.
+func TestVoteLostToAnUnreachablePeerIsSentAgain(t *testing.T) {
+	var mu sync.Mutex
+	back := make(chan struct{})
+	reachable := false
+	waits := atomic.Int64{}
+	opts := Options{FailHold: 300 * time.Millisecond, WaitReachable: func(ctx context.Context, addr string) bool {
+		waits.Add(1)
+		mu.Lock()
+		ch, ok := back, reachable
+		mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}}
+	c := newCarried(t, opts)
+	l, a, ta, target := c.l, c.a, c.ta, c.target
+	setFail := func(err error) {
+		l.mu.Lock()
+		l.fail[string(target)] = err
+		l.mu.Unlock()
+	}
+	dropped := fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped)
+
+	// The peer comes back: the vote and the pre-vote go through.
+	for _, pre := range []bool{false, true} {
+		setFail(dropped)
+		w := waits.Load()
+		done := make(chan bool, 1)
+		go func() {
+			if pre {
+				var r raft.RequestPreVoteResponse
+				err := ta.RequestPreVote("b", target, &raft.RequestPreVoteRequest{Term: 5}, &r)
+				done <- err == nil && r.Granted && r.Term == 5
+				return
+			}
+			var r raft.RequestVoteResponse
+			err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 4}, &r)
+			done <- err == nil && r.Granted && r.Term == 4
+		}()
+		testutil.Eventually(t, 5*time.Second, "the vote held", testutil.True(func() bool { return waits.Load() > w }))
+		setFail(nil)
+		mu.Lock()
+		close(back)
+		back = make(chan struct{})
+		mu.Unlock()
+		if !<-done {
+			t.Fatalf("pre-vote %t: not granted once the peer was back", pre)
+		}
+	}
+	if st := a.Stats(); st.VotesResent != 2 {
+		t.Fatalf("stats: %+v, want 2 votes resent", st)
+	}
+
+	// The peer stays away: the failure comes back after FailHold.
+	setFail(dropped)
+	var vr raft.RequestVoteResponse
+	start := time.Now()
+	if err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 6}, &vr); !errors.Is(err, peer.ErrUnreachable) {
+		t.Fatalf("vote to an unreachable peer: %v", err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("the failure came back after %v, want it held for FailHold", took)
+	}
+
+	// Another error is not resent.
+	setFail(errors.New("something else"))
+	calls := l.count(string(target))
+	if err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 6}, &vr); err == nil || l.count(string(target)) != calls+1 {
+		t.Fatalf("another error: %v after %d calls", err, l.count(string(target))-calls)
+	}
+
+	// A peer not found dead (a refused dial fails at once): asked again
+	// at most every voteResendGap, for voteResendFor.
+	mu.Lock()
+	reachable = true
+	mu.Unlock()
+	setFail(dropped)
+	calls = l.count(string(target))
+	start = time.Now()
+	if err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 6}, &vr); !errors.Is(err, peer.ErrUnreachable) {
+		t.Fatalf("vote to a peer that keeps refusing: %v", err)
+	}
+	took, n := time.Since(start), l.count(string(target))-calls
+	if took < voteResendFor || took > voteResendFor+time.Second || n < 2 || n > int(voteResendFor/voteResendGap)+1 {
+		t.Fatalf("a peer that keeps refusing: %d calls in %v", n, took)
+	}
+}
+
 // An append that failed because its peer is unreachable is held: until
 // the peer answers again (then it is sent once more, and succeeds), at
 // most FailHold, or until Urgent. raft would otherwise count a failure

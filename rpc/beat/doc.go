@@ -92,6 +92,11 @@
 // more, or until Options.FailHold (1 s) passes (holdFailed): raft backs
 // off its replication to a follower after every failed append, up to
 // 10 s, and does not cut that sleep short when the follower comes back.
+// A vote or pre-vote request that failed that way is held the same way
+// and sent again, as often as that happens within 3 s (carryVote): raft
+// asks each voter once per election, and a request lost with a
+// connection the liveness check dropped left the group without a leader
+// until the candidate's election timeout (5-10 s) ended.
 //
 // MethodRaft body: u16 group | u8 kind (1 append, 2 vote, 3 pre-vote, 4
 // timeout-now) | the request in msgpack, as NetworkTransport encodes it;
