@@ -42,6 +42,8 @@ type Config struct {
 	// votes only once it has caught up with the meta leader
 	// (raftgroup votegate.go). May be nil.
 	Floors raftgroup.FloorStore
+	// LeaderlessConsent: raftgroup.Config's. May be nil.
+	LeaderlessConsent func(voters []string) bool
 }
 
 // Replica is this node's replica of the meta group: collections, routes
@@ -79,6 +81,7 @@ func Open(cfg Config) (*Replica, error) {
 		WrapTransport:     cfg.WrapTransport,
 		BootstrapFallback: metaBootstrapFallback,
 		Floors:            cfg.Floors,
+		LeaderlessConsent: cfg.LeaderlessConsent,
 	})
 	if err != nil {
 		return nil, err

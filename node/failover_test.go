@@ -147,6 +147,39 @@ func TestFollowersTellTheirLastLogIndexes(t *testing.T) {
 	}
 }
 
+// leaderlessConsent (a replica that stepped down asks whether it may
+// campaign without pre-vote) consents only where a majority of the voters
+// names the asking replica, or no one, as leader: the leader's node
+// would be granted, a follower's node, whose peers name another leader,
+// is not; nor is a node outside the group.
+func TestLeaderlessConsentNeedsAMajorityNamingNoOtherLeader(t *testing.T) {
+	tc := startCluster(t, 3, nil)
+	tc.waitReady(30 * time.Second)
+	for _, group := range []string{groupKey(0), metaGroupKey} {
+		var voters []string
+		var leader string
+		for _, n := range tc.live() {
+			if group == metaGroupKey {
+				voters, leader = n.meta.Voters(), func() string { id, _ := n.meta.Leader(); return id }()
+			} else if rep := n.slots.Get(0); rep != nil {
+				voters, leader = rep.Voters(), func() string { id, _ := rep.Leader(); return id }()
+			}
+		}
+		if leader == "" || len(voters) != 3 {
+			t.Fatalf("group %s: leader %q, voters %v", group, leader, voters)
+		}
+		for _, n := range tc.live() {
+			want := n.ID() == leader
+			if got := n.leaderlessConsent(group, voters); got != want {
+				t.Fatalf("group %s: %s (leader %s) got consent %t", group, n.ID(), leader, got)
+			}
+		}
+		if tc.live()[0].leaderlessConsent(group, []string{"x", "y", "z"}) {
+			t.Fatalf("group %s: consent for a node that is not a voter", group)
+		}
+	}
+}
+
 // A meta replica that took over from a dead leader, or campaigns past it,
 // tells the other follower it "follows" that leader: it is not one that
 // will leave the election to others. Answering false made the asker

@@ -21,7 +21,9 @@ import (
 // {"last": [uint64, 0: no such replica], "term": [uint64: the last
 // entry's term, 0: unknown; absent from older nodes], "dead": [bool: the
 // peer finds the leader dead], "follows": [bool: its replica names that
-// leader]} (to older nodes only the JSON []uint64).
+// leader], "leader": [string: whom its replica names as leader now, ""
+// none, its own id while it leads; absent from older nodes]} (to older
+// nodes only the JSON []uint64).
 const methodLastIndexes peer.Method = 41
 
 // metaGroupKey names the meta group in a methodLastIndexes request; a
@@ -87,6 +89,10 @@ type peerView struct {
 	last    logPos
 	dead    bool
 	follows bool // its replica names that leader or campaigns itself (one that knows no leader, e.g. just reopened, will not campaign)
+	// leader is whom its replica names as leader now ("" none); known is
+	// false for a peer too old to say.
+	leader      string
+	leaderKnown bool
 }
 
 // agreeWait bounds how long the follower picked to campaign waits for
@@ -294,6 +300,7 @@ type lastIndexesResp struct {
 	Term    []uint64 `json:"term,omitempty"`
 	Dead    []bool   `json:"dead"`
 	Follows []bool   `json:"follows"`
+	Leader  []string `json:"leader,omitempty"`
 }
 
 // askPeers asks the other followers of the plans' groups, each peer once
@@ -350,6 +357,9 @@ func (n *Node) askViews(byPeer map[string]*lastIndexesReq) map[string]map[string
 					if len(resp.Term) == len(resp.Last) {
 						v.last.term = resp.Term[i]
 					}
+					if len(resp.Leader) == len(resp.Last) {
+						v.leader, v.leaderKnown = resp.Leader[i], true
+					}
 					m[g] = v
 				}
 			}
@@ -374,7 +384,7 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 		old = true
 	}
 	k := len(req.Groups)
-	resp := lastIndexesResp{Last: make([]uint64, k), Term: make([]uint64, k), Dead: make([]bool, k), Follows: make([]bool, k)}
+	resp := lastIndexesResp{Last: make([]uint64, k), Term: make([]uint64, k), Dead: make([]bool, k), Follows: make([]bool, k), Leader: make([]string, k)}
 	for i, g := range req.Groups {
 		leader := ""
 		if i < len(req.Leaders) {
@@ -391,6 +401,7 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 			// split vote, and raft's own election timeout seconds later
 			// (TestMetaFailoverWithinTwoSeconds, 3.2 s).
 			resp.Follows[i] = n.meta.Follows(leader)
+			resp.Leader[i], _ = n.meta.Leader()
 			continue
 		}
 		s, err := strconv.Atoi(strings.TrimSpace(g))
@@ -400,10 +411,46 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 		if rep := n.slots.Get(s); rep != nil && slices.Contains(rep.Voters(), n.ID()) {
 			resp.Last[i], resp.Term[i] = rep.LastLog()
 			resp.Follows[i] = rep.Follows(leader)
+			resp.Leader[i], _ = rep.Leader()
 		}
 	}
 	if old {
 		return json.Marshal(resp.Last)
 	}
 	return json.Marshal(resp)
+}
+
+// leaderlessConsent answers raftgroup's LeaderlessConsent for group: this
+// replica stopped leading a second ago and knows no leader. It consents
+// when this replica and the other voters that answer — live to the
+// liveness check, not finding this node dead, naming this replica or no
+// one as leader — are a majority of voters: then a campaign started
+// without pre-vote (a TimeoutNow) is granted, and deposes nobody. A voter
+// cut off from the majority (the usual cause of a step-down) hears no
+// answers and does not consent; its replica then campaigns a lease after
+// its step-down, with pre-vote, as before.
+func (n *Node) leaderlessConsent(group string, voters []string) bool {
+	self := n.ID()
+	if n.live == nil || !slices.Contains(voters, self) {
+		return false
+	}
+	dead := n.live.DeadPeers()
+	byPeer := map[string]*lastIndexesReq{}
+	for _, v := range voters {
+		if v != self && !slices.Contains(dead, v) {
+			byPeer[v] = &lastIndexesReq{Groups: []string{group}, Leaders: []string{self}}
+		}
+	}
+	if 2*(1+len(byPeer)) <= len(voters) {
+		return false
+	}
+	views := n.askViews(byPeer)
+	yes := 1
+	for p := range byPeer {
+		v, ok := views[p][group]
+		if ok && v.leaderKnown && !v.dead && (v.leader == "" || v.leader == self) {
+			yes++
+		}
+	}
+	return 2*yes > len(voters)
 }

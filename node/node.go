@@ -187,6 +187,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		WrapTransport: func(nt *raft.NetworkTransport) raft.Transport {
 			return n.beats.WrapAlwaysOpen(mux.MetaGroup, nt)
 		},
+		LeaderlessConsent: func(voters []string) bool { return n.leaderlessConsent(metaGroupKey, voters) },
 	}); err != nil {
 		return nil, err
 	}

@@ -36,7 +36,8 @@ func (n *Node) openSlot(s int) (*slot.Replica, error) {
 		Logger: n.log, RaftLogLevel: n.cfg.RaftLogLevel, Clock: n.cfg.Clock, Timing: n.cfg.Timing,
 		FireSlots: n.fireSlots, Targets: n.targets, Lanes: n.lanes, MaintenanceInterval: n.cfg.MaintenanceInterval, OnFatal: n.onFatal,
 		MetaReady: n.meta.WaitReplayed, MetaCurrent: n.meta.CaughtUp, Fence: n.live,
-		WrapTransport: func(nt *raft.NetworkTransport) raft.Transport { return n.beats.Wrap(uint16(s), nt) },
+		WrapTransport:     func(nt *raft.NetworkTransport) raft.Transport { return n.beats.Wrap(uint16(s), nt) },
+		LeaderlessConsent: func(voters []string) bool { return n.leaderlessConsent(groupKey(s), voters) },
 	})
 	if err != nil {
 		_ = stream.Close()

@@ -102,11 +102,14 @@ func (t *deafTransport) Confirm(id raft.ServerID, target raft.ServerAddress, arg
 
 // openDeafTrio starts a bootstrapped three-voter group whose transports
 // can be made deaf, by node id, and waits for a leader all three follow.
-func openDeafTrio(t *testing.T, timing Timing) ([]*Group, map[string]*deafTransport) {
+func openDeafTrio(t *testing.T, timing Timing, opts ...func(*Config)) ([]*Group, map[string]*deafTransport) {
 	t.Helper()
 	dirs, addrs := replicaPlaces(t, 3)
 	trans := map[string]*deafTransport{}
 	base := Config{Name: "slot-0", Timing: timing}
+	for _, o := range opts {
+		o(&base)
+	}
 	var next atomic.Int32
 	base.WrapTransport = func(nt *raft.NetworkTransport) raft.Transport {
 		tr := newDeafTransport(nt)
@@ -192,6 +195,49 @@ func TestLeaderThatSteppedDownIsElectedAgainSoon(t *testing.T) {
 		trans[f.cfg.NodeID].deaf.Store(false)
 	}
 	awaitOneLeader(t, gs, leaderlessAfter+3*time.Second)
+}
+
+// With the node's consent (a majority of the voters answers and names the
+// replica that stepped down, or no one) that replica campaigns as soon
+// as leaderlessAfter has passed, rather than a lease after its step-down:
+// with the slots' 5 s lease, a leader that stepped down under a fault that
+// healed a moment later otherwise left its group leaderless for 5 s. A
+// consent refused at first (the fault not healed yet) is asked for again
+// until the lease is out.
+func TestSteppedDownLeaderWithConsentCampaignsAtOnce(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		t.Run(fmt.Sprintf("later=%t", later), func(t *testing.T) {
+			var asked atomic.Int32
+			var given atomic.Bool
+			given.Store(!later)
+			consent := func(c *Config) {
+				c.LeaderlessConsent = func(voters []string) bool {
+					asked.Add(1)
+					return given.Load() && len(voters) == 3
+				}
+			}
+			gs, trans := openDeafTrio(t, Timing{HeartbeatTimeout: 10 * time.Second, ElectionTimeout: 10 * time.Second, LeaderLeaseTimeout: 5 * time.Second}, consent)
+			leader, followers := splitLeader(gs)
+			for _, f := range followers {
+				trans[f.cfg.NodeID].deaf.Store(true)
+			}
+			testutil.Eventually(t, 10*time.Second, "the leader steps down", testutil.True(func() bool { return !leader.IsLeader() }))
+			for _, f := range followers {
+				trans[f.cfg.NodeID].deaf.Store(false)
+			}
+			if later {
+				testutil.Eventually(t, 3*time.Second, "the consent asked for", testutil.True(func() bool { return asked.Load() > 0 }))
+				given.Store(true)
+			}
+			// Without the consent the first election comes a lease (5 s)
+			// after the step-down, and the followers' own timeouts are
+			// 10-20 s away.
+			awaitOneLeader(t, gs, leaderlessAfter+2*time.Second)
+			if later && asked.Load() < 2 {
+				t.Fatalf("the consent was asked for %d times", asked.Load())
+			}
+		})
+	}
 }
 
 // After a planned transfer the replica that stopped leading hears of the

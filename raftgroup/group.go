@@ -80,6 +80,14 @@ type Config struct {
 	// OnLeader runs while this replica leads, after a barrier proved that
 	// every earlier entry is applied; it must return when ctx ends.
 	OnLeader func(ctx context.Context)
+	// LeaderlessConsent, when set, is asked by a replica that stopped
+	// leading and still knows no leader leaderlessAfter later
+	// (watchLeaderless), with the group's voters: true means a majority
+	// of them, this replica included, is reachable and names this
+	// replica or no one as its leader, so the replica campaigns at once
+	// (Campaign) instead of a lease after its step-down. The node answers
+	// it by asking the other voters (node/hurryorder.go).
+	LeaderlessConsent func(voters []string) bool
 	// BeforeStart runs after the stores open and before raft starts; the
 	// slot uses it to redo an interrupted restore.
 	BeforeStart func(*storage.RaftStores) error
@@ -878,9 +886,21 @@ const leaderlessAfter = time.Second
 // the followers grant it, since they still name it. After a planned
 // transfer this replica knows the new leader by then and does nothing
 // (TestTransferStartsNoLeaderlessElection).
+//
+// The hurry waits for raft's timer, which counts the lease from the
+// step-down: with the slots' 5 s lease, a group whose leader stepped down
+// under a fault that healed a moment later stood without a leader for 5 s
+// (the nemesis' long delays, docs/reliability.md). Where the node
+// consents (LeaderlessConsent: a majority of the voters answers and
+// names this replica or no one), the replica campaigns at once with a
+// TimeoutNow instead. The consent is what pre-vote would have checked:
+// a replica cut off from the majority (the usual cause of the step-down)
+// gets no answers, and campaigning there would only raise its term and
+// depose a leader the majority elects meanwhile.
 func (g *Group) watchLeaderless() {
+	stepped := time.Now()
 	time.AfterFunc(leaderlessAfter, func() {
-		if g.raft.State() != raft.Follower {
+		if !g.leaderless() || g.campaignWithConsent() {
 			return
 		}
 		if id, _ := g.Leader(); id != "" || !g.claimHurry("(leaderless)") {
@@ -888,7 +908,68 @@ func (g *Group) watchLeaderless() {
 		}
 		g.cfg.Logger.Info("no leader since this replica stopped leading: electing one now", "group", g.cfg.Name, "after", leaderlessAfter)
 		go g.hurry("", 0, nil)
+		if g.cfg.LeaderlessConsent == nil {
+			return
+		}
+		// The fault behind the step-down may heal before the lease is
+		// out: ask again meanwhile.
+		g.hurryMu.Lock()
+		select {
+		case <-g.closed:
+			g.hurryMu.Unlock()
+			return
+		default:
+		}
+		g.wg.Add(1)
+		g.hurryMu.Unlock()
+		go g.askConsentUntil(stepped.Add(g.timing.LeaderLeaseTimeout))
 	})
+}
+
+// consentPoll is how often a replica that stepped down asks again for
+// the consent to campaign at once (askConsentUntil).
+const consentPoll = 250 * time.Millisecond
+
+// askConsentUntil asks for LeaderlessConsent every consentPoll until
+// until (when raft's own timer elects), the replica campaigns, or it is
+// no longer a follower that knows no leader. It ends with g.wg.Done().
+func (g *Group) askConsentUntil(until time.Time) {
+	defer g.wg.Done()
+	t := time.NewTicker(consentPoll)
+	defer t.Stop()
+	for time.Now().Before(until) {
+		select {
+		case <-g.closed:
+			return
+		case <-t.C:
+		}
+		if !g.leaderless() || g.campaignWithConsent() {
+			return
+		}
+	}
+}
+
+// leaderless reports whether this replica is a follower that knows no
+// leader.
+func (g *Group) leaderless() bool {
+	if g.raft.State() != raft.Follower {
+		return false
+	}
+	id, _ := g.Leader()
+	return id == ""
+}
+
+// campaignWithConsent campaigns at once (Campaign) if the node consents
+// (Config.LeaderlessConsent) and the replica still knows no leader; it
+// reports whether it did.
+func (g *Group) campaignWithConsent() bool {
+	c := g.cfg.LeaderlessConsent
+	if c == nil || !c(g.Voters()) || !g.leaderless() || !g.Campaign("") {
+		return false
+	}
+	g.cfg.Logger.Info("no leader since this replica stopped leading, and a majority of the voters answers: campaigning now (timeout-now)",
+		"group", g.cfg.Name)
+	return true
 }
 
 // barrier retries until it succeeds, leadership is lost, or the group

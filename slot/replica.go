@@ -135,6 +135,10 @@ type Config struct {
 	// copy), and finished jobs are not expired (a collection's retention
 	// may have changed).
 	MetaCurrent func() bool
+	// LeaderlessConsent, if set, lets a replica that stepped down campaign
+	// again at once when a majority of the voters answers
+	// (raftgroup.Config's).
+	LeaderlessConsent func(voters []string) bool
 }
 
 func (c *Config) setDefaults() {
@@ -255,6 +259,7 @@ func Open(cfg Config) (*Replica, error) {
 		LogDB:             cfg.LogDB,
 		Floors:            floors,
 		BeforeTransfer:    r.pauseScheduler,
+		LeaderlessConsent: cfg.LeaderlessConsent,
 		OnEvent:           func(e raftgroup.Event) { cfg.Metrics.RaftEvent(cfg.Slot, e) },
 		WrapSnapshots: func(fs *raft.FileSnapshotStore) raft.SnapshotStore {
 			r.snaps = &snapshotStore{FileSnapshotStore: fs, fsm: fsm, dir: cfg.Dir}
