@@ -331,8 +331,9 @@ const SlotCommitTimeout = 15 * time.Second
 // requires every hurried timeout to be at least the lease, so what still
 // leans on raft's timers takes a lease or more: an election retried after
 // a failed campaign (5–10 s), the fallback when the other followers do not
-// agree the leader is dead, a leader that stepped down on its own (a lease
-// after the step-down), and a follower that loses only raft's connection
+// agree the leader is dead, a leader that stepped down on its own while no
+// majority of its voters answers it (a lease after the step-down;
+// raftgroup LeaderlessConsent), and a follower that loses only raft's connection
 // to a leader the liveness check still hears (10–20 s).
 const (
 	SlotHeartbeatTimeout = 10 * time.Second
