@@ -75,6 +75,13 @@ func TestClockOffsetBeyondTheBoundGivesUpLeadership(t *testing.T) {
 	if skewed.live.ClockOK() {
 		t.Error("a node out of bounds may fire")
 	}
+	// Nor may it take a leadership back with a TimeoutNow after a
+	// step-down (raftgroup LeaderlessConsent); a group of which it is the
+	// only voter needs no other answer, so only the clock says no.
+	alone := []string{skewed.ID()}
+	if skewed.leaderlessConsent(groupKey(0), alone) {
+		t.Error("a node out of bounds consents to its own campaign")
+	}
 	for _, n := range tc.nodes[:2] {
 		if err := n.Ready(); err != nil {
 			t.Errorf("%s, within bounds, not ready: %v", n.ID(), err)
@@ -96,4 +103,7 @@ func TestClockOffsetBeyondTheBoundGivesUpLeadership(t *testing.T) {
 		}
 		return nil
 	})
+	if !skewed.leaderlessConsent(groupKey(0), alone) {
+		t.Error("a node back within bounds does not consent to its own campaign as the only voter")
+	}
 }

@@ -428,10 +428,14 @@ func (n *Node) serveLastIndexes(_ context.Context, body []byte) ([]byte, error) 
 // without pre-vote (a TimeoutNow) is granted, and deposes nobody. A voter
 // cut off from the majority (the usual cause of a step-down) hears no
 // answers and does not consent; its replica then campaigns a lease after
-// its step-down, with pre-vote, as before.
+// its step-down, with pre-vote, as before. A node whose clock is out of
+// bounds, which hands its leaderships away, does not consent either.
 func (n *Node) leaderlessConsent(group string, voters []string) bool {
 	self := n.ID()
 	if n.live == nil || !slices.Contains(voters, self) {
+		return false
+	}
+	if ex, _ := n.live.Exceeded(); ex {
 		return false
 	}
 	dead := n.live.DeadPeers()
