@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/serf/serf"
 	"github.com/timemachine-db/timemachine/internal/testutil"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftfsm"
 )
 
@@ -93,6 +94,47 @@ func TestRejoinHeardFailedMember(t *testing.T) {
 
 	a.rejoinHeard(&raftfsm.MetaState{})
 	testutil.Eventually(t, 5*time.Second, "a sees b alive again", seenAs("b", serf.StatusAlive, a))
+}
+
+// A node of the node table that gossip does not list at all, while the
+// liveness check hears it, is joined: after a whole-cluster restart a
+// process can miss a node entirely (its joins reached the node before it
+// listened, and the node's "alive" broadcasts went out before this
+// process was known), and only the next push-pull, 30 s later, told it;
+// the meta leader kept the node "failed" meanwhile (45 s in a 5-node
+// nemesis run, long enough to move every replica off it). Not for a node
+// the liveness check does not hear, nor for a removed one.
+func TestRejoinHeardUnknownNode(t *testing.T) {
+	addrA, err := testutil.ClusterAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrB, err := testutil.ClusterAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := gossipOnly(t, "a", addrA, nil, func(string) bool { return false })
+	gossipOnly(t, "b", addrB, nil, nil) // alone: a does not know it
+	table := func() *raftfsm.MetaState {
+		return &raftfsm.MetaState{Nodes: map[string]*model.Node{
+			"a": {ID: "a", SerfAddr: addrA, Status: model.NodeAlive},
+			"b": {ID: "b", SerfAddr: addrB, Status: model.NodeFailed},
+		}}
+	}
+	st := table()
+	a.rejoinHeard(st) // unheard
+	removed := table()
+	removed.Removed = map[string]*model.RemovedNode{"b": {ID: "b", At: 1}}
+	a.cfg.Hears = func(string) bool { return true }
+	a.rejoinHeard(removed)
+	if len(a.rejoined) != 0 {
+		t.Fatalf("joined b unheard or removed: %v", a.rejoined)
+	}
+	if s := statusOf(a, "b"); s != serf.StatusNone {
+		t.Fatalf("a lists b as %s before the join", s)
+	}
+	a.rejoinHeard(st)
+	testutil.Eventually(t, 5*time.Second, "a sees b alive", seenAs("b", serf.StatusAlive, a))
 }
 
 // A node started again after its removal is taken back as alive at once,

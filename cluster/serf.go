@@ -268,15 +268,41 @@ const rejoinEvery = 2 * time.Second
 // heal in the nemesis' partition cycles. A join is a push-pull: the
 // healed node learns it was declared dead, refutes it with a higher
 // incarnation, and every member takes it back within a gossip round.
+//
+// It does the same for a node of the node table that serf does not list
+// at all while the liveness check hears it. After a whole-cluster restart
+// a process can miss a node entirely: its snapshot's re-join and
+// syncWithAll's join reach that node before it listens, and the node's
+// "alive" broadcasts were all sent before this process was in the
+// others' member lists. Only the next push-pull (30 s) told it, and the
+// meta leader kept such a node "failed" in the node table meanwhile — in a
+// 5-node nemesis run (seed 20261207, cycle 27) for 45 s, long enough for
+// the controller to move every replica off the live node and take it
+// out of the meta group.
 func (c *Cluster) rejoinHeard(st *raftfsm.MetaState) {
 	if c.serf == nil || c.cfg.Hears == nil || c.removedAt.Load() > 0 {
 		return // removed: this process stays out of the gossip (joinLoop)
 	}
 	now := time.Now()
+	known := map[string]bool{}
+	var heard []member
 	for _, m := range c.members() {
+		known[m.ID] = true
 		if m.Status != serf.StatusFailed || m.ID == c.cfg.NodeID || c.tombstoned(st, m) {
 			continue
 		}
+		heard = append(heard, m)
+	}
+	for _, nd := range st.NodeList() {
+		if nd.ID == c.cfg.NodeID || known[nd.ID] || nd.SerfAddr == "" {
+			continue
+		}
+		if _, removed := st.Tombstone(nd.ID); removed {
+			continue
+		}
+		heard = append(heard, member{ID: nd.ID, SerfAddr: nd.SerfAddr})
+	}
+	for _, m := range heard {
 		if now.Sub(c.rejoined[m.ID]) < rejoinEvery || !c.cfg.Hears(m.ID) {
 			continue
 		}
@@ -291,7 +317,11 @@ func (c *Cluster) rejoinHeard(st *raftfsm.MetaState) {
 		if now.Sub(last) < time.Minute {
 			lvl = slog.LevelDebug
 		}
-		c.log.Log(context.Background(), lvl, "gossip calls a node failed that answers liveness pings: joining it again", "node", m.ID, "serf_addr", m.SerfAddr)
+		msg := "gossip calls a node failed that answers liveness pings: joining it again"
+		if !known[m.ID] {
+			msg = "gossip does not know a node that answers liveness pings: joining it"
+		}
+		c.log.Log(context.Background(), lvl, msg, "node", m.ID, "serf_addr", m.SerfAddr)
 		go func(id, addr string) {
 			defer c.rejoining.Delete(id)
 			c.serfMu.Lock()
@@ -301,7 +331,7 @@ func (c *Cluster) rejoinHeard(st *raftfsm.MetaState) {
 				return
 			}
 			if _, err := c.serf.Join([]string{addr}, true); err != nil {
-				c.log.Debug("joining a failed member again", "node", id, "addr", addr, "error", err)
+				c.log.Debug("joining a member again", "node", id, "addr", addr, "error", err)
 			}
 		}(m.ID, m.SerfAddr)
 	}
