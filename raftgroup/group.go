@@ -437,20 +437,9 @@ func (g *Group) Expedite(dead string, stagger time.Duration, alive func() bool) 
 	if _, id := g.raft.LeaderWithID(); string(id) != dead {
 		return
 	}
-	g.hurryMu.Lock()
-	select {
-	case <-g.closed:
-		g.hurryMu.Unlock()
-		return
-	default:
-	}
-	if g.hurried != "" {
-		g.hurryMu.Unlock()
+	if !g.claimHurry(dead) {
 		return
 	}
-	g.hurried = dead
-	g.wg.Add(1)
-	g.hurryMu.Unlock()
 	go g.hurry(dead, stagger, alive)
 }
 
@@ -680,15 +669,28 @@ func (g *Group) Follows(leader string) bool {
 func (g *Group) claimHurry(reason string) bool {
 	g.hurryMu.Lock()
 	defer g.hurryMu.Unlock()
+	if g.hurried != "" || !g.trackLocked() {
+		return false
+	}
+	g.hurried = reason
+	return true
+}
+
+// track counts the goroutine the caller starts next (g.wg, which Close
+// waits for); false if the group is closing.
+func (g *Group) track() bool {
+	g.hurryMu.Lock()
+	defer g.hurryMu.Unlock()
+	return g.trackLocked()
+}
+
+// trackLocked is track for a caller that holds hurryMu.
+func (g *Group) trackLocked() bool {
 	select {
 	case <-g.closed:
 		return false
 	default:
 	}
-	if g.hurried != "" {
-		return false
-	}
-	g.hurried = reason
 	g.wg.Add(1)
 	return true
 }
@@ -913,16 +915,9 @@ func (g *Group) watchLeaderless() {
 		}
 		// The fault behind the step-down may heal before the lease is
 		// out: ask again meanwhile.
-		g.hurryMu.Lock()
-		select {
-		case <-g.closed:
-			g.hurryMu.Unlock()
-			return
-		default:
+		if g.track() {
+			go g.askConsentUntil(stepped.Add(g.timing.LeaderLeaseTimeout))
 		}
-		g.wg.Add(1)
-		g.hurryMu.Unlock()
-		go g.askConsentUntil(stepped.Add(g.timing.LeaderLeaseTimeout))
 	})
 }
 
