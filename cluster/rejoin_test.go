@@ -33,6 +33,16 @@ func gossipIn(t *testing.T, dir, id, addr string, join []string, hears func(stri
 	return c
 }
 
+// clusterAddr is a free loopback gossip address.
+func clusterAddr(t *testing.T) string {
+	t.Helper()
+	a, err := testutil.ClusterAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // seenAs is a condition for testutil.Eventually: every one of nodes
 // lists id with status want.
 func seenAs(id string, want serf.MemberStatus, nodes ...*Cluster) func() error {
@@ -64,14 +74,7 @@ func statusOf(c *Cluster, id string) serf.MemberStatus {
 // would find b again; the nemesis measured the node table saying "failed"
 // for 6–32 s after partitions healed.
 func TestRejoinHeardFailedMember(t *testing.T) {
-	addrA, err := testutil.ClusterAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrB, err := testutil.ClusterAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	addrA, addrB := clusterAddr(t), clusterAddr(t)
 	hears := func(string) bool { return true }
 	a := gossipOnly(t, "a", addrA, nil, hears)
 	b := gossipOnly(t, "b", addrB, []string{addrA}, nil)
@@ -105,14 +108,7 @@ func TestRejoinHeardFailedMember(t *testing.T) {
 // nemesis run, long enough to move every replica off it). Not for a node
 // the liveness check does not hear, nor for a removed one.
 func TestRejoinHeardUnknownNode(t *testing.T) {
-	addrA, err := testutil.ClusterAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrB, err := testutil.ClusterAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	addrA, addrB := clusterAddr(t), clusterAddr(t)
 	a := gossipOnly(t, "a", addrA, nil, func(string) bool { return false })
 	gossipOnly(t, "b", addrB, nil, nil) // alone: a does not know it
 	table := func() *raftfsm.MetaState {
@@ -146,14 +142,7 @@ func TestRejoinHeardUnknownNode(t *testing.T) {
 // "leaving" — for the meta leader, a node table that said "left" for 20 s
 // to over a minute. syncWithAll's join carries a newer join intent.
 func TestRestartedRemovedNodeRejoinsAtOnce(t *testing.T) {
-	var addr [3]string
-	for i := range addr {
-		a, err := testutil.ClusterAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr[i] = a
-	}
+	addr := [3]string{clusterAddr(t), clusterAddr(t), clusterAddr(t)}
 	a := gossipOnly(t, "a", addr[0], nil, nil)
 	b := gossipOnly(t, "b", addr[1], []string{addr[0]}, nil)
 	old := gossipOnly(t, "c", addr[2], []string{addr[0]}, nil)

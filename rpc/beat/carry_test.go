@@ -552,6 +552,55 @@ func TestAlwaysOpenGroupFallsBackWhereRefused(t *testing.T) {
 	}
 }
 
+// peerGate is a WaitReachable for the tests of held RPCs: it blocks until
+// open (the peer answers again) or its context ends, and answers at once
+// while always is set (a peer the liveness check has not found dead).
+type peerGate struct {
+	mu     sync.Mutex
+	back   chan struct{}
+	always bool
+	waits  atomic.Int64
+}
+
+func newPeerGate() *peerGate { return &peerGate{back: make(chan struct{})} }
+
+func (g *peerGate) wait(ctx context.Context, _ string) bool {
+	g.waits.Add(1)
+	g.mu.Lock()
+	ch, always := g.back, g.always
+	g.mu.Unlock()
+	if always {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// open lets the held RPCs go; the next ones wait again.
+func (g *peerGate) open() {
+	g.mu.Lock()
+	close(g.back)
+	g.back = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *peerGate) setAlways(v bool) {
+	g.mu.Lock()
+	g.always = v
+	g.mu.Unlock()
+}
+
+// setFail makes every call to the peer fail with err (nil: succeed).
+func (c carried) setFail(err error) {
+	c.l.mu.Lock()
+	c.l.fail[string(c.target)] = err
+	c.l.mu.Unlock()
+}
+
 // A vote or pre-vote request lost because its peer was unreachable (its
 // connection dropped when the liveness check found the peer dead) is sent
 // again once the peer answers again: raft would ask that voter only after
@@ -560,38 +609,15 @@ func TestAlwaysOpenGroupFallsBackWhereRefused(t *testing.T) {
 // liveness check does not find dead is asked at most every voteResendGap
 // for voteResendFor.
 func TestVoteLostToAnUnreachablePeerIsSentAgain(t *testing.T) {
-	var mu sync.Mutex
-	back := make(chan struct{})
-	reachable := false
-	waits := atomic.Int64{}
-	opts := Options{FailHold: 300 * time.Millisecond, WaitReachable: func(ctx context.Context, addr string) bool {
-		waits.Add(1)
-		mu.Lock()
-		ch, ok := back, reachable
-		mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}}
-	c := newCarried(t, opts)
-	l, a, ta, target := c.l, c.a, c.ta, c.target
-	setFail := func(err error) {
-		l.mu.Lock()
-		l.fail[string(target)] = err
-		l.mu.Unlock()
-	}
+	gate := newPeerGate()
+	c := newCarried(t, Options{FailHold: 300 * time.Millisecond, WaitReachable: gate.wait})
+	l, a, ta, target, setFail := c.l, c.a, c.ta, c.target, c.setFail
 	dropped := fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped)
 
 	// The peer comes back: the vote and the pre-vote go through.
 	for _, pre := range []bool{false, true} {
 		setFail(dropped)
-		w := waits.Load()
+		w := gate.waits.Load()
 		done := make(chan bool, 1)
 		go func() {
 			if pre {
@@ -604,12 +630,9 @@ func TestVoteLostToAnUnreachablePeerIsSentAgain(t *testing.T) {
 			err := ta.RequestVote("b", target, &raft.RequestVoteRequest{Term: 4}, &r)
 			done <- err == nil && r.Granted && r.Term == 4
 		}()
-		testutil.Eventually(t, 5*time.Second, "the vote held", testutil.True(func() bool { return waits.Load() > w }))
+		testutil.Eventually(t, 5*time.Second, "the vote held", testutil.True(func() bool { return gate.waits.Load() > w }))
 		setFail(nil)
-		mu.Lock()
-		close(back)
-		back = make(chan struct{})
-		mu.Unlock()
+		gate.open()
 		if !<-done {
 			t.Fatalf("pre-vote %t: not granted once the peer was back", pre)
 		}
@@ -638,9 +661,7 @@ func TestVoteLostToAnUnreachablePeerIsSentAgain(t *testing.T) {
 
 	// A peer not found dead (a refused dial fails at once): asked again
 	// at most every voteResendGap, for voteResendFor.
-	mu.Lock()
-	reachable = true
-	mu.Unlock()
+	gate.setAlways(true)
 	setFail(dropped)
 	calls = l.count(string(target))
 	start = time.Now()
@@ -658,28 +679,9 @@ func TestVoteLostToAnUnreachablePeerIsSentAgain(t *testing.T) {
 // most FailHold, or until Urgent. raft would otherwise count a failure
 // per try and back off its replication to that follower for up to 10 s.
 func TestFailedAppendHeldUntilThePeerIsBack(t *testing.T) {
-	var mu sync.Mutex
-	back := make(chan struct{})
-	waits := atomic.Int64{}
-	opts := Options{FailHold: 300 * time.Millisecond, WaitReachable: func(ctx context.Context, addr string) bool {
-		waits.Add(1)
-		mu.Lock()
-		ch := back
-		mu.Unlock()
-		select {
-		case <-ch:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}}
-	c := newCarried(t, opts)
-	l, a, ta, target := c.l, c.a, c.ta, c.target
-	setFail := func(err error) {
-		l.mu.Lock()
-		l.fail[string(target)] = err
-		l.mu.Unlock()
-	}
+	gate := newPeerGate()
+	c := newCarried(t, Options{FailHold: 300 * time.Millisecond, WaitReachable: gate.wait})
+	a, ta, target, setFail := c.a, c.ta, c.target, c.setFail
 
 	// The peer stays away: the failure comes back after FailHold.
 	setFail(fmt.Errorf("%w: %w", peer.ErrUnreachable, peer.ErrDropped))
@@ -703,23 +705,18 @@ func TestFailedAppendHeldUntilThePeerIsBack(t *testing.T) {
 	setFail(peer.ErrUnreachable)
 	done := make(chan error, 1)
 	go func() { done <- ta.AppendEntries("b", target, appendReq(4, 8), &ar) }()
-	testutil.Eventually(t, 5*time.Second, "the append held", testutil.True(func() bool { return waits.Load() >= 2 }))
+	testutil.Eventually(t, 5*time.Second, "the append held", testutil.True(func() bool { return gate.waits.Load() >= 2 }))
 	setFail(nil)
-	mu.Lock()
-	close(back)
-	mu.Unlock()
+	gate.open()
 	if err := <-done; err != nil || !ar.Success || ar.LastLog != 8 {
 		t.Fatalf("append once the peer is back: %+v %v", ar, err)
 	}
 
 	// Urgent (raftgroup, before raft's Shutdown) ends a hold at once.
-	mu.Lock()
-	back = make(chan struct{})
-	mu.Unlock()
 	a.opts.FailHold = time.Hour
 	setFail(peer.ErrUnreachable)
 	go func() { done <- ta.AppendEntries("b", target, appendReq(4, 9), &ar) }()
-	testutil.Eventually(t, 5*time.Second, "the append held", testutil.True(func() bool { return waits.Load() >= 3 }))
+	testutil.Eventually(t, 5*time.Second, "the append held", testutil.True(func() bool { return gate.waits.Load() >= 3 }))
 	ta.Urgent(time.Millisecond)
 	select {
 	case err := <-done:
