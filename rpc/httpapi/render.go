@@ -68,6 +68,17 @@ func appendString(b []byte, s string) []byte {
 }
 
 // appendKey appends ,"key": (or "key": after '{').
+// appendMeta appends the "meta" field: the stored JSON as it is, or {} for
+// an object written without meta, so that "meta" is always there as the
+// contract's job object and callback body show it (API.md §3, §4).
+func appendMeta(b []byte, meta []byte) []byte {
+	b = appendKey(b, "meta")
+	if len(meta) == 0 {
+		return append(b, '{', '}')
+	}
+	return append(b, meta...)
+}
+
 func appendKey(b []byte, key string) []byte {
 	if n := len(b); n > 0 && b[n-1] != '{' && b[n-1] != '[' {
 		b = append(b, ',')
@@ -177,9 +188,7 @@ func (pc *policyCache) appendJob(b []byte, j *model.Job, c *model.Collection, rt
 	if j.Route != "" {
 		b = appendStrField(b, "route", j.Route)
 	}
-	if len(j.Meta) > 0 {
-		b = append(appendKey(b, "meta"), j.Meta...)
-	}
+	b = appendMeta(b, j.Meta)
 	if j.Schedule != "" {
 		b = appendStrField(b, "schedule", j.Schedule)
 	}

@@ -183,9 +183,7 @@ func appendSchedule(b []byte, v model.ScheduleView) []byte {
 	if sc.Spec.Route != "" {
 		b = appendStrField(b, "route", sc.Spec.Route)
 	}
-	if len(sc.Spec.Meta) > 0 {
-		b = append(appendKey(b, "meta"), sc.Spec.Meta...)
-	}
+	b = appendMeta(b, sc.Spec.Meta)
 	if !sc.Spec.Retry.IsZero() {
 		b = appendRetry(appendKey(b, "retry_policy"), sc.Spec.Retry.Or(model.DefaultRetryPolicy))
 	}

@@ -33,7 +33,7 @@ func TestJobRendering(t *testing.T) {
 	// Finished, routed, no meta, no collection config: defaults; no next_attempt_at.
 	j2 := &model.Job{Collection: "c", ID: "j2", Status: model.StatusFailed, TriggerTime: 1, DueTime: 1, Route: "billing", FinishedAt: 30, CallbackTimeoutMs: 1500}
 	got = string(appendJob(nil, j2, nil, &model.Route{Name: "billing", TimeoutMs: 500}))
-	want = `{"id":"j2","collection":"c","trigger_time":1,"route":"billing","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m","max_age":"24h"},` +
+	want = `{"id":"j2","collection":"c","trigger_time":1,"route":"billing","meta":{},"retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m","max_age":"24h"},` +
 		`"callback_timeout":"1.5s","status":"failed","attempts":0,"last_error":"","version":0,"created_at":0,"updated_at":0,"finished_at":30}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)

@@ -16,8 +16,9 @@ type Payload struct {
 	Attempt     int   // 1-based
 	// Meta is the job's stored meta, sent verbatim. It must be valid JSON
 	// (the developer API validates it when the job is written); nil or empty
-	// omits the "meta" field rather than inventing a value the user never
-	// stored.
+	// (a job written without meta) is sent as {}: the contract's body
+	// always carries "meta" (API.md §4), and a receiver that reads it
+	// should not have to tell a missing field from an empty object.
 	Meta json.RawMessage
 	// Schedule names the schedule whose occurrence the job is; empty
 	// omits the "schedule" field (a job of its own).
@@ -41,9 +42,11 @@ func (p *Payload) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, p.TriggerTime, 10)
 	dst = append(dst, `,"attempt":`...)
 	dst = strconv.AppendInt(dst, int64(p.Attempt), 10)
+	dst = append(dst, `,"meta":`...)
 	if len(p.Meta) > 0 {
-		dst = append(dst, `,"meta":`...)
 		dst = append(dst, p.Meta...)
+	} else {
+		dst = append(dst, '{', '}')
 	}
 	if p.Schedule != "" {
 		dst = append(dst, `,"schedule":`...)

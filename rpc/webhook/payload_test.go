@@ -19,14 +19,14 @@ func TestAppendJSON(t *testing.T) {
 			want: `{"id":"user-reminder-123","collection":"notifications","trigger_time":1767225600000,"attempt":1,"meta":{"any":"json"}}`,
 		},
 		{
-			name: "nil meta is omitted",
+			name: "nil meta is sent as {}",
 			p:    Payload{ID: "a", Collection: "default", TriggerTime: 5, Attempt: 2},
-			want: `{"id":"a","collection":"default","trigger_time":5,"attempt":2}`,
+			want: `{"id":"a","collection":"default","trigger_time":5,"attempt":2,"meta":{}}`,
 		},
 		{
-			name: "empty meta is omitted",
+			name: "empty meta is sent as {}",
 			p:    Payload{ID: "a", Collection: "default", TriggerTime: 5, Attempt: 2, Meta: json.RawMessage{}},
-			want: `{"id":"a","collection":"default","trigger_time":5,"attempt":2}`,
+			want: `{"id":"a","collection":"default","trigger_time":5,"attempt":2,"meta":{}}`,
 		},
 		{
 			name: "stored null meta is sent as null",
@@ -36,7 +36,7 @@ func TestAppendJSON(t *testing.T) {
 		{
 			name: "escaping",
 			p:    Payload{ID: "q\"b\\s/\n\r\t\x00\x1f\x7f", Collection: "é\u2028\u2029\xff", TriggerTime: math.MinInt64, Attempt: -1},
-			want: `{"id":"q\"b\\s/\n\r\t\u0000\u001f` + "\x7f" + `","collection":"é\u2028\u2029\ufffd","trigger_time":-9223372036854775808,"attempt":-1}`,
+			want: `{"id":"q\"b\\s/\n\r\t\u0000\u001f` + "\x7f" + `","collection":"é\u2028\u2029\ufffd","trigger_time":-9223372036854775808,"attempt":-1,"meta":{}}`,
 		},
 	}
 	for _, tt := range tests {
@@ -113,13 +113,10 @@ func FuzzPayloadAppendJSON(f *testing.F) {
 			t.Fatal(err)
 		}
 		if len(meta) == 0 {
-			if _, ok := fields["meta"]; ok {
-				t.Fatalf("meta present although nil: %s", out)
+			if string(fields["meta"]) != "{}" {
+				t.Fatalf("meta not sent as {} although none is stored: %s", out)
 			}
-			if len(fields) != 4 {
-				t.Fatalf("want 4 fields, got %d: %s", len(fields), out)
-			}
-			return
+			meta = []byte("{}")
 		}
 		if len(fields) != 5 {
 			t.Fatalf("want 5 fields, got %d: %s", len(fields), out)
@@ -172,7 +169,7 @@ func BenchmarkAppendJSON(b *testing.B) {
 func TestPayloadSchedule(t *testing.T) {
 	p := Payload{ID: "daily@1767225600000", Collection: "c", TriggerTime: 1767225600000, Attempt: 1, Schedule: "daily"}
 	got := string(p.AppendJSON(nil))
-	want := `{"id":"daily@1767225600000","collection":"c","trigger_time":1767225600000,"attempt":1,"schedule":"daily"}`
+	want := `{"id":"daily@1767225600000","collection":"c","trigger_time":1767225600000,"attempt":1,"meta":{},"schedule":"daily"}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
