@@ -68,6 +68,11 @@ type Config struct {
 	// (it answers the node connection's pings). Gossip that still calls
 	// such a node failed is joined to it again (rejoinHeard). Nil: never.
 	Hears func(id string) bool
+	// Unreachable reports whether this node's liveness check has found
+	// node id unreachable (refused, or silent past its verdict time; a
+	// peer not yet pinged is not). An alive node it finds unreachable and
+	// that votes in no slot gets no replicas (eligible). Nil: none is.
+	Unreachable func(id string) bool
 
 	// ReplicaWarnAfter is how long a replica may stay unreachable or
 	// behind, while it is supposed to be in its slot's configuration,

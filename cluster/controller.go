@@ -225,16 +225,60 @@ func (c *Cluster) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 // with SIGTERM for a restart leaves the gossip, and copying its slots away
 // would be wasted work). Draining nodes and nodes gone for longer than the
 // grace period are not eligible: their replicas are re-created elsewhere.
+// Nor is an alive node that no slot counts as a voter and whose internal
+// port this node cannot reach (unreachableNewcomer).
 func (c *Cluster) eligible(st *raftfsm.MetaState) []string {
 	now := c.now()
 	var out []string
+	var voting map[string]bool
 	for _, nd := range st.NodeList() {
 		switch nd.Status {
 		case model.NodeAlive:
+			if nd.ID != c.cfg.NodeID && c.cfg.Unreachable != nil && c.cfg.Unreachable(nd.ID) {
+				if voting == nil {
+					voting = c.votingNodes()
+				}
+				if voting != nil && !voting[nd.ID] {
+					continue // unreachableNewcomer
+				}
+			}
 			out = append(out, nd.ID)
 		case model.NodeFailed, model.NodeLeft:
 			if time.Duration(now-nd.Since)*time.Millisecond < c.cfg.FailureGrace {
 				out = append(out, nd.ID)
+			}
+		}
+	}
+	return out
+}
+
+// votingNodes lists the nodes that vote in at least one slot as the last
+// view reports the slots' configurations, or nil when this node holds no
+// view (only the meta leader keeps one warm).
+//
+// unreachableNewcomer: gossip may call a node alive whose internal port no
+// peer can reach — a node started with a certificate the cluster's CA did
+// not sign (--peer-tls-ca refuses it before any byte), or one behind a
+// firewall that passes only gossip. Counted eligible, it raised the
+// replication factor and every slot was planned onto it; none of those
+// moves could finish (its replica never caught up to be promoted), so
+// every other move and every --wait waited behind them for as long as it
+// stayed. Such a node is left out while this node's liveness check finds
+// it unreachable and it votes in no slot; a node that does vote somewhere
+// keeps its replicas through an outage as before (the failure grace
+// decides once gossip finds it failed).
+func (c *Cluster) votingNodes() map[string]bool {
+	c.view.mu.Lock()
+	nodes := c.view.nodes
+	c.view.mu.Unlock()
+	if len(nodes) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, ns := range nodes {
+		for _, r := range ns.Slots {
+			for _, v := range r.Voters {
+				out[v] = true
 			}
 		}
 	}
