@@ -125,6 +125,33 @@ func TestAnnouncedBodiesAllocateNothing(t *testing.T) {
 	}
 }
 
+// A body announced over the limit is refused at once, whatever of it was
+// sent: nothing, a byte, or less than the 8 KiB fasthttp reads before a
+// handler runs (they used to wait out the read timeout and get 408).
+func TestAnnouncedTooLargeRefusedAtOnce(t *testing.T) {
+	s := newTestServer(&fakeBackend{}) // the default limit, 16 MiB
+	addr := serveTest(t, s)
+	for _, sent := range []int{0, 1, 4096, 64 << 10} {
+		start := time.Now()
+		c := rawRequest(t, addr, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			jobsURI, 100<<20, strings.Repeat("x", sent)))
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			t.Fatalf("%d bytes sent: %v", sent, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(b), CodeTooLarge) {
+			t.Fatalf("%d bytes sent: %d %s", sent, resp.StatusCode, b)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Fatalf("%d bytes sent: 413 after %v", sent, took)
+		}
+	}
+}
+
 // A small body is read whole into one buffer of its announced length: a
 // complete one creates, one cut short (the client stops sending) is a 400,
 // not a create of what arrived.
