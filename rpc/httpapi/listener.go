@@ -48,14 +48,23 @@ func newGuardedListener(ln net.Listener, maxConns, maxPerIP int, isTLS bool, log
 
 // errorAnswer is the whole answer to a connection turned away.
 func errorAnswer(status, code, message string) []byte {
+	return rawAnswer(status, code, message, "Retry-After: 1\r\n")
+}
+
+func rawAnswer(status, code, message, extra string) []byte {
 	body := fmt.Sprintf(`{"error":{"code":%q,"message":%q}}`, code, message)
-	return fmt.Appendf(nil, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", status, len(body), body)
+	return fmt.Appendf(nil, "HTTP/1.1 %s\r\nContent-Type: application/json\r\n%sConnection: close\r\nContent-Length: %d\r\n\r\n%s", status, extra, len(body), body)
 }
 
 var (
-	overCapAnswer   = errorAnswer("503 Service Unavailable", "unavailable", "this node has too many open connections; retry in a second or reuse one")
-	overIPCapAnswer = errorAnswer("429 Too Many Requests", "overloaded", "too many open connections from this address (--max-conns-per-ip); retry in a second or reuse one")
+	overCapAnswer    = errorAnswer("503 Service Unavailable", "unavailable", "this node has too many open connections; retry in a second or reuse one")
+	overIPCapAnswer  = errorAnswer("429 Too Many Requests", "overloaded", "too many open connections from this address (--max-conns-per-ip); retry in a second or reuse one")
+	plainOnTLSAnswer = rawAnswer("400 Bad Request", "invalid_argument", "this address serves HTTPS (--tls-cert): send the request to https://, not http://", "")
 )
+
+// errPlainOnTLS fails the TLS handshake of a connection that spoke plain
+// HTTP; it has had plainOnTLSAnswer.
+var errPlainOnTLS = errors.New("a plain HTTP request on the HTTPS port: answered 400")
 
 func (l *guardedListener) Accept() (net.Conn, error) {
 	backoff := 5 * time.Millisecond
@@ -92,7 +101,7 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 			}
 		}
 		l.open.Add(1)
-		return &countedConn{Conn: c, l: l, ip: ip}, nil
+		return &countedConn{Conn: c, l: l, ip: ip, sniff: l.tls}, nil
 	}
 }
 
@@ -140,6 +149,41 @@ type countedConn struct {
 	l    *guardedListener
 	ip   string // counted in l.byIP when not ""
 	once sync.Once
+	// sniff: the first bytes read are still to be checked for a TLS
+	// handshake (HTTPS only; Read runs on the connection's goroutine).
+	sniff bool
+}
+
+// Read passes the connection's bytes on. Over HTTPS the first ones must
+// start a TLS handshake (record type 22); a client that sends plain HTTP
+// instead (an http:// URL for an https:// server) is answered 400 with
+// the contract's body in plain HTTP, as Go's own server does, rather than
+// a connection closed without a word.
+func (c *countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.sniff && n > 0 {
+		c.sniff = false
+		if b[0] != 0x16 && isPlainHTTP(b[:n]) {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = c.Conn.Write(plainOnTLSAnswer)
+			return 0, errPlainOnTLS
+		}
+	}
+	return n, err
+}
+
+// isPlainHTTP reports whether b starts like an HTTP/1 request line: an
+// upper-case method and a space.
+func isPlainHTTP(b []byte) bool {
+	for i, ch := range b {
+		switch {
+		case ch == ' ':
+			return i > 0
+		case ch < 'A' || ch > 'Z' || i >= 16:
+			return false
+		}
+	}
+	return false
 }
 
 func (c *countedConn) Close() error {

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/internal/testcerts"
 	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
@@ -149,6 +152,45 @@ func TestAnnouncedTooLargeRefusedAtOnce(t *testing.T) {
 		if took := time.Since(start); took > 3*time.Second {
 			t.Fatalf("%d bytes sent: 413 after %v", sent, took)
 		}
+	}
+}
+
+// A plain HTTP request sent to the HTTPS port is answered 400 in plain
+// HTTP with the contract's body (it used to be closed without a word), and
+// HTTPS on the same port still works.
+func TestPlainHTTPOnTheHTTPSPort(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, dir, "ca")
+	pair := ca.Issue(t, dir, "server")
+	cert, err := tls.LoadX509KeyPair(pair.CertFile, pair.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newTestServer(&fakeBackend{}, func(o *Options) { o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}} })
+	addr := serveTest(t, s)
+
+	c := rawRequest(t, addr, "GET /v1/collections HTTP/1.1\r\nHost: x\r\n\r\n")
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), CodeInvalidArgument) || !strings.Contains(string(b), "https://") {
+		t.Fatalf("plain HTTP on the HTTPS port: %d %s", resp.StatusCode, b)
+	}
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hr, err := cl.Get("https://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Body.Close()
+	if hr.StatusCode != 200 {
+		t.Fatalf("HTTPS /healthz: %d", hr.StatusCode)
 	}
 }
 
