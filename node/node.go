@@ -270,6 +270,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		AllowedOrigins: cfg.AllowedOrigins,
 		TLSConfig:      n.sec.httpTLSConfig(),
 		CheckTarget:    n.checkTarget,
+		Serving:        n.serving,
 	})
 	n.fwd.Register(n.rpcSrv)
 	n.cluster.Register(n.rpcSrv)
@@ -382,6 +383,21 @@ func (n *Node) onFatal(err error) {
 // Ready reports nil when the node is in the cluster, every slot has a
 // leader and its clock is within bounds, else why not.
 func (n *Node) Ready() error { return n.svc.Ready() }
+
+// serving is the API's Serving gate. A node taken out of the cluster
+// (admin remove) holds nothing and its picture of the cluster stopped at
+// its removal: it listed itself as draining and forwarded writes as if it
+// were a member. Its API now says what /readyz says, on every request but
+// /healthz, /readyz, /metrics and the API description.
+func (n *Node) serving() error {
+	if n.cluster == nil {
+		return nil
+	}
+	if at := n.cluster.Removed(); !at.IsZero() {
+		return fmt.Errorf("this node was removed from the cluster at %s (admin remove): it serves nothing; send requests to another node, or restart it to join the cluster again", at.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
 
 // WaitReady blocks until Ready reports nil or ctx ends.
 func (n *Node) WaitReady(ctx context.Context) error { return n.cluster.WaitReady(ctx) }

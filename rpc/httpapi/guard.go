@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -142,6 +143,11 @@ func (s *Server) guard(r *request, h *handler) bool {
 			return refuse(ctx, 0, denied(p, h, coll))
 		}
 		r.who = p
+	}
+	if s.o.Serving != nil && h.name != "GET /metrics" && h.name != "GET /v1/openapi.json" {
+		if err := s.o.Serving(); err != nil {
+			return refuse(ctx, 0, model.Unavailable(time.Minute, "%s", err.Error()))
+		}
 	}
 	if e := s.checkBodyShape(ctx); e != nil {
 		// A body that is not JSON is 400 invalid_argument, the contract's

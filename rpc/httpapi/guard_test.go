@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -383,6 +384,34 @@ func TestIsJSONType(t *testing.T) {
 	} {
 		if got := isJSONType([]byte(ct)); got != want {
 			t.Errorf("isJSONType(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}
+
+// A node that does not serve (taken out of the cluster) answers every
+// request 503 unavailable with the reason, but /healthz, /readyz, /metrics
+// and the API description; nothing reaches the backend.
+func TestNotServingRefusesEveryRequest(t *testing.T) {
+	for _, ep := range routes {
+		for _, h := range ep.handlers {
+			f := &fakeBackend{}
+			s := newTestServer(f, func(o *Options) {
+				o.Serving = func() error { return errors.New("this node was removed from the cluster") }
+			})
+			body, hdr := "", []string(nil)
+			if h.method == "POST" || h.method == "PUT" {
+				body, hdr = "{}", []string{"Content-Type", "application/json"}
+			}
+			r := do(s.Handler(), h.method, uriOf(ep.pattern, "c"), body, hdr...)
+			served := h.perm.scope == scopeOpen || h.name == "GET /metrics" || h.name == "GET /v1/openapi.json"
+			switch {
+			case served && r.status == 503 && strings.Contains(string(r.body), "removed"):
+				t.Errorf("%s: refused: %d %s", h.name, r.status, r.body)
+			case !served && (r.status != 503 || !strings.Contains(string(r.body), CodeUnavailable) || !strings.Contains(string(r.body), "removed from the cluster")):
+				t.Errorf("%s: %d %s", h.name, r.status, r.body)
+			case !served && len(f.calls) > 0:
+				t.Errorf("%s: the backend was called", h.name)
+			}
 		}
 	}
 }

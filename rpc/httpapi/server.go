@@ -79,6 +79,12 @@ type Options struct {
 	// pattern ("POST /v1/collections/{c}/jobs"; "unmatched" for unknown
 	// paths), the status and the time taken. It must be cheap.
 	Observe func(route string, status int, d time.Duration)
+	// Serving, when set, says whether this node serves the API: an
+	// error (a node taken out with admin remove: it holds nothing, and its
+	// own picture of the cluster stopped at its removal) answers every
+	// request 503 unavailable with its message, but for the open routes,
+	// GET /metrics and the API description. Nil: always serves.
+	Serving func() error
 	// LookupCollection returns a collection's configuration (nil: use the
 	// defaults). Rendering a job shows its effective retry policy and
 	// callback timeout, which need the collection; asking the Backend per
