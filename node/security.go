@@ -106,7 +106,9 @@ func loadSecurity(c *Config, log *slog.Logger) (*security, error) {
 		deny = webhook.DefaultDeny
 	}
 	if s.egress, err = webhook.NewPolicy(deny, c.CallbackAllow); err != nil {
-		return nil, err
+		// A malformed list is a mistake on the command line (exit 2), like
+		// every other flag out of range.
+		return nil, &ConfigError{Err: err}
 	}
 	if s.egress.Reaches(webhook.MetadataAddr) {
 		// Only an operator's list can get here: the default denies it.

@@ -55,6 +55,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"server", "--log-level", "loud"}, `--log-level "loud": use debug, info, warn or error`},
 		{[]string{"server", "--max-meta-bytes", "20000000", "--data-dir", "/nonexistent/never-created"}, "--max-meta-bytes 20000000: must be at most"},
 		{[]string{"server", "--tls-cert", "c.pem", "--data-dir", "/nonexistent/never-created"}, "--tls-cert and --tls-key go together"},
+		{[]string{"server", "--callback-deny", "10.0.0.0/99", "--data-dir", "/nonexistent/never-created"}, `--callback-deny "10.0.0.0/99": not a CIDR`},
 		{[]string{"admin", "status", "-o", "yaml"}, `-o/--output "yaml": want table or json`},
 		{[]string{"admin", "status", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"job", "get"}, "accepts 1 arg(s), received 0"},
