@@ -1,8 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math"
+	"math/big"
+	"strconv"
+	"strings"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -18,16 +23,23 @@ import (
 // delay hashes the same. (Before 2026-11-27 an RFC 3339 time was hashed as
 // its text: a retry straddling that upgrade answers 409.)
 //
+// The meta is hashed in its canonical form (canonicalMeta), so that the
+// same value written another way — keys in another order, 1.0 for 1, an
+// escaped letter — is the same spec. (Before 2026-11-28 it was hashed as
+// it came, compacted: a retry straddling that upgrade whose meta was not
+// already canonical, or was {}, answers 409.)
+//
 // The hash is stored with every job (SpecHash), so its input encoding is
 // frozen: length-prefixed strings and bytes, varints, the multiplier as
 // big-endian float bits — exactly as the first release computed it.
 func HashSpec(s *model.JobSpec, triggerAsGiven string) uint64 {
-	buf := make([]byte, 0, 64+len(triggerAsGiven)+len(s.CallbackURL)+len(s.Route)+len(s.Meta))
+	meta := canonicalMeta(s.Meta)
+	buf := make([]byte, 0, 64+len(triggerAsGiven)+len(s.CallbackURL)+len(s.Route)+len(meta))
 	buf = hashStr(buf, triggerAsGiven)
 	buf = hashStr(buf, s.CallbackURL)
 	buf = hashStr(buf, s.Route)
-	buf = binary.AppendUvarint(buf, uint64(len(s.Meta)))
-	buf = append(buf, s.Meta...)
+	buf = binary.AppendUvarint(buf, uint64(len(meta)))
+	buf = append(buf, meta...)
 	buf = binary.AppendVarint(buf, s.Retry.MaxAttempts)
 	buf = binary.AppendVarint(buf, s.Retry.InitialIntervalMs)
 	buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(s.Retry.Multiplier))
@@ -40,4 +52,92 @@ func HashSpec(s *model.JobSpec, triggerAsGiven string) uint64 {
 func hashStr(dst []byte, v string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(v)))
 	return append(dst, v...)
+}
+
+// canonicalMeta is one way of writing a meta's JSON value: object keys
+// sorted, strings as encoding/json writes them (no HTML escaping), numbers
+// as their exact value in shortest decimal ("1.0" and "1e0" are "1",
+// "0.50" is "0.5"), and {} the same as no meta (both are sent as {}).
+// A meta already written so comes back as it is, so the hashes of jobs
+// stored before canonical hashing are unchanged for such metas. A meta
+// that does not parse (it always does: the API validated it) is its
+// bytes.
+func canonicalMeta(meta []byte) []byte {
+	if len(meta) == 0 || string(meta) == "{}" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(meta))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return meta
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(meta))
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(canonicalNumbers(v)); err != nil {
+		return meta
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+}
+
+// canonicalNumbers rewrites every number in v (decoded with UseNumber)
+// to canonicalNumber; maps are written with sorted keys by encoding/json.
+func canonicalNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return canonicalNumber(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = canonicalNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = canonicalNumbers(e)
+		}
+	}
+	return v
+}
+
+// canonicalNumber is n's exact value in shortest decimal: an integer
+// without fraction or exponent, any other number as a plain decimal
+// fraction. An exponent beyond ±400 stays as written (its decimal form
+// could be as long as the exponent is large).
+func canonicalNumber(n json.Number) json.Number {
+	s := string(n)
+	if s == "-0" {
+		return "0"
+	}
+	i := strings.IndexAny(s, ".eE")
+	if i < 0 {
+		return n // an integer: JSON allows no leading zeros, so it is canonical
+	}
+	if j := strings.IndexAny(s, "eE"); j >= 0 {
+		if e, err := strconv.Atoi(strings.TrimPrefix(s[j+1:], "+")); err != nil || e > 400 || e < -400 {
+			return n
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return n
+	}
+	if r.IsInt() {
+		return json.Number(r.Num().String())
+	}
+	// The denominator of a decimal literal is 2^a·5^b: max(a, b) digits
+	// after the point write it exactly.
+	d := new(big.Int).Set(r.Denom())
+	twos := d.TrailingZeroBits()
+	d.Rsh(d, twos)
+	fives, five, q, m := uint(0), big.NewInt(5), new(big.Int), new(big.Int)
+	for d.Cmp(big.NewInt(1)) > 0 {
+		q.QuoRem(d, five, m)
+		if m.Sign() != 0 {
+			return n // not a decimal fraction (cannot happen for a literal)
+		}
+		d.Set(q)
+		fives++
+	}
+	return json.Number(r.FloatString(int(max(twos, fives))))
 }

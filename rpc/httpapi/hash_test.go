@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/timemachine-db/timemachine/model"
@@ -61,6 +62,67 @@ func TestSpecHashOfTheSameInstant(t *testing.T) {
 	} {
 		if h := hash(other); h == base {
 			t.Errorf("%s hashes as 1893456000000 does", other)
+		}
+	}
+}
+
+// The same meta written another way is the same spec (API.md §3: "the
+// same spec again answers 200"): keys in another order, a number written
+// with a fraction or an exponent, an escaped letter, {} for no meta.
+// Another value is another spec.
+func TestSpecHashOfTheSameMeta(t *testing.T) {
+	s := newTestServer(&fakeBackend{})
+	hash := func(meta string) uint64 {
+		t.Helper()
+		body := `{"id":"j","callback_url":"http://127.0.0.1:9/","trigger_time":1893456000000`
+		if meta != "" {
+			body += `,"meta":` + meta
+		}
+		o, jerr := parseObject([]byte(body + `}`))
+		if jerr != nil {
+			t.Fatalf("%s: %v", meta, jerr)
+		}
+		_, spec, e := s.parser("c").parse(o, "")
+		if e != nil {
+			t.Fatalf("%s: %v", meta, e)
+		}
+		return spec.Hash
+	}
+	for _, group := range [][]string{
+		{``, `{}`, `{ }`},
+		{`{"a":1,"b":2}`, `{"b":2,"a":1}`, `{"a":1.0,"b":2}`, `{"\u0061":1,"b":2e0}`, `{"a":10E-1,"b":2}`, `{ "b" : 2 , "a" : 1 }`},
+		{`{"x":[1,{"z":0.50,"y":-0}],"s":"é<"}`, `{"s":"\u00e9\u003c","x":[1,{"y":0,"z":0.5}]}`},
+		{`12345678901234567890123`, `1.2345678901234567890123e22`},
+	} {
+		want := hash(group[0])
+		for _, m := range group[1:] {
+			if h := hash(m); h != want {
+				t.Errorf("meta %s hashes %#x, %s %#x", m, h, group[0], want)
+			}
+		}
+	}
+	for _, pair := range [][2]string{
+		{`{"a":1}`, `{"a":2}`},
+		{`{"a":1}`, `{"a":"1"}`},
+		{`{"a":[1,2]}`, `{"a":[2,1]}`},
+		{`12345678901234567890123`, `12345678901234567890124`},
+		{`0.1`, `0.10000000000000001`},
+		{`{}`, `[]`},
+		{`1e500`, `1e501`},
+	} {
+		if hash(pair[0]) == hash(pair[1]) {
+			t.Errorf("metas %s and %s hash the same", pair[0], pair[1])
+		}
+	}
+}
+
+func TestCanonicalNumber(t *testing.T) {
+	for in, want := range map[string]string{
+		"0": "0", "-0": "0", "12": "12", "-12": "-12", "1.0": "1", "1.50": "1.5", "0.125": "0.125",
+		"1e3": "1000", "1E+3": "1000", "25e-2": "0.25", "-2.5e-1": "-0.25", "1e401": "1e401", "3e-7": "0.0000003",
+	} {
+		if got := canonicalNumber(json.Number(in)); string(got) != want {
+			t.Errorf("canonicalNumber(%s) = %s, want %s", in, got, want)
 		}
 	}
 }
