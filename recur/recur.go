@@ -3,6 +3,7 @@ package recur
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +65,7 @@ func ParseCron(expr string, loc *time.Location) (cron.Schedule, error) {
 	if strings.HasPrefix(e, "TZ=") || strings.HasPrefix(e, "CRON_TZ=") {
 		return nil, fmt.Errorf("%w: cron: give the time zone in the \"timezone\" field, not in the expression", ErrInvalid)
 	}
-	s, err := cron.ParseStandard(e)
+	s, err := cron.ParseStandard(sundayAsZero(e))
 	if err != nil {
 		return nil, fmt.Errorf("%w: cron %q: %v (want 5 fields: minute hour day-of-month month day-of-week)", ErrInvalid, e, err)
 	}
@@ -74,6 +75,45 @@ func ParseCron(expr string, loc *time.Location) (cron.Schedule, error) {
 	}
 	spec.Location = loc
 	return spec, nil
+}
+
+// sundayAsZero rewrites the day-of-week field of a 5-field expression so
+// that 7 means Sunday, as in crontab(5) ("0 9 * * 7", "1-7"): the parser
+// knows Sunday only as 0. An item that names 7 ("7", "5-7", "1-7/2") is
+// written out as the days it covers, 7 as 0; everything else is left for
+// the parser to accept or refuse.
+func sundayAsZero(expr string) string {
+	f := strings.Fields(expr)
+	if len(f) != 5 || !strings.Contains(f[4], "7") {
+		return expr
+	}
+	items := strings.Split(f[4], ",")
+	for i, it := range items {
+		rng, step, hasStep := strings.Cut(it, "/")
+		lo, hi, isRange := strings.Cut(rng, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, errA := strconv.Atoi(lo)
+		b, errB := strconv.Atoi(hi)
+		st := 1
+		if hasStep {
+			var err error
+			if st, err = strconv.Atoi(step); err != nil || st <= 0 || !isRange {
+				continue
+			}
+		}
+		if errA != nil || errB != nil || b != 7 || a < 0 || a > 7 {
+			continue
+		}
+		var days []string
+		for d := a; d <= b; d += st {
+			days = append(days, strconv.Itoa(d%7))
+		}
+		items[i] = strings.Join(days, ",")
+	}
+	f[4] = strings.Join(items, ",")
+	return strings.Join(f, " ")
 }
 
 // LoadLocation resolves an IANA time zone name; "" is UTC. "Local" is

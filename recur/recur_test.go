@@ -56,6 +56,13 @@ func TestCronNext(t *testing.T) {
 			[]string{"2026-01-02T09:00:00+01:00", "2026-01-03T09:00:00+01:00"}},
 		{"descriptor @hourly", "", "@hourly", "2026-01-01T10:20:00Z",
 			[]string{"2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z"}},
+		// crontab(5): day of week 0 and 7 are both Sunday (2026-01-01 is a Thursday).
+		{"7 is sunday", "UTC", "0 9 * * 7", "2026-01-01T10:00:00Z",
+			[]string{"2026-01-04T09:00:00Z", "2026-01-11T09:00:00Z"}},
+		{"a range up to 7: friday to sunday", "UTC", "0 9 * * 5-7", "2026-01-01T10:00:00Z",
+			[]string{"2026-01-02T09:00:00Z", "2026-01-03T09:00:00Z", "2026-01-04T09:00:00Z", "2026-01-09T09:00:00Z"}},
+		{"a stepped range up to 7: monday, thursday, sunday", "UTC", "0 9 * * 1-7/3", "2026-01-01T10:00:00Z",
+			[]string{"2026-01-04T09:00:00Z", "2026-01-05T09:00:00Z", "2026-01-08T09:00:00Z"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := New(Params{Cron: c.expr, Timezone: c.tz})
@@ -173,6 +180,8 @@ func TestInvalid(t *testing.T) {
 		{Every: time.Second + time.Microsecond},
 		{Cron: "* * * *"},
 		{Cron: "61 * * * *"},
+		{Cron: "0 9 * * 8"},
+		{Cron: "0 9 * * 7/2"},
 		{Cron: "@every 1s"},
 		{Cron: "TZ=UTC * * * * *"},
 		{Cron: "* * * * *", Timezone: "Mars/Olympus"},
@@ -231,5 +240,23 @@ func TestLatestOverTheSpringGap(t *testing.T) {
 	}
 	if want := ms(t, "2026-03-31T02:30:00+02:00"); following != want {
 		t.Fatalf("following %d, want %d", following, want)
+	}
+}
+
+func TestSundayAsZero(t *testing.T) {
+	for in, want := range map[string]string{
+		"0 9 * * 7":       "0 9 * * 0",
+		"0 9 * * 1-7":     "0 9 * * 1,2,3,4,5,6,0",
+		"0 9 * * 1,7":     "0 9 * * 1,0",
+		"0 9 * * 0-7/2":   "0 9 * * 0,2,4,6",
+		"0 9 * * 7-7":     "0 9 * * 0",
+		"7 7 7 7 *":       "7 7 7 7 *",
+		"0 9 * * MON-FRI": "0 9 * * MON-FRI",
+		"0 9 * * 7/2":     "0 9 * * 7/2",
+		"@daily":          "@daily",
+	} {
+		if got := sundayAsZero(in); got != want {
+			t.Errorf("sundayAsZero(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
