@@ -226,12 +226,18 @@ func str(path string, raw []byte) (string, *model.Error) {
 }
 
 // integer decodes a JSON number member that must be a whole number in
-// [lo, hi]. A fraction or an exponent is refused rather than rounded.
+// [lo, hi]. A whole number written with a fraction or an exponent
+// (1893456000000.0, 1e3: what clients that compute in floating point send)
+// is that number; any other fraction is refused rather than rounded.
 func integer(path string, raw []byte, lo, hi int64) (int64, *model.Error) {
 	if len(raw) == 0 || !(raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
 		return 0, model.Invalid("%s: must be an integer, got %s %s", path, jsonKind(raw), shown(raw))
 	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
+	text := string(raw)
+	if bytes.ContainsAny(raw, ".eE") {
+		text = string(canonicalNumber(json.Number(text))) // exact: "1.0" → "1", "1.5" stays a fraction
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
 	if err != nil {
 		var ne *strconv.NumError
 		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {

@@ -50,6 +50,9 @@ func TestSpecHashOfTheSameInstant(t *testing.T) {
 		`trigger_time":"2030-01-01T00:00:00Z"`,
 		`trigger_time":"2030-01-01T01:00:00+01:00"`,
 		`trigger_time":"2030-01-01T00:00:00.000Z"`,
+		`trigger_time":"2030-01-01t00:00:00z"`,
+		`trigger_time":1893456000000.0`,
+		`trigger_time":1.893456e12`,
 	} {
 		if h := hash(same); h != base {
 			t.Errorf("%s hashes %#x, %#x as milliseconds", same, h, base)

@@ -212,7 +212,9 @@ func triggerTime(raw []byte) (int64, string, *model.Error) {
 		if e != nil {
 			return 0, "", model.Invalid("trigger_time: %s (like 1767225600000 or \"2026-01-01T00:00:00Z\"), got %s", triggerHelp, shown(raw))
 		}
-		ms, given = n, string(raw)
+		// Hashed as the number, not its spelling (1893456000000.0 is
+		// 1893456000000); an integer literal is its own decimal.
+		ms, given = n, strconv.FormatInt(n, 10)
 	}
 	if ms < 0 {
 		return 0, "", model.Invalid("trigger_time: must not be before 1970-01-01T00:00:00Z, got %s", shown(raw))

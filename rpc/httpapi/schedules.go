@@ -305,6 +305,9 @@ func (s *Server) listSchedules(r *request) {
 	limit := model.DefaultListLimit
 	after := ""
 	for k, v := range args.All() {
+		if len(v) == 0 && (string(k) == "limit" || string(k) == "cursor") {
+			continue // empty: not given, as the job list reads it (API.md §3 writes ?limit=&cursor=)
+		}
 		switch string(k) {
 		case "limit":
 			n, err := strconv.Atoi(string(v))

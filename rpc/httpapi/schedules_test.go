@@ -66,6 +66,13 @@ func TestPutScheduleRoundTrip(t *testing.T) {
 	if l.status != 200 || !strings.Contains(string(l.body), `"next_cursor":"a"`) || !strings.Contains(string(l.body), `"every":"1s"`) {
 		t.Fatalf("list: %d %s", l.status, l.body)
 	}
+	// Empty parameters are parameters not given, as in the job list.
+	if l := do(h, "GET", "/v1/collections/c/schedules?limit=&cursor=", ""); l.status != 200 {
+		t.Fatalf("list with empty parameters: %d %s", l.status, l.body)
+	}
+	if l := do(h, "GET", "/v1/collections/c/schedules?limit=0", ""); l.status != 400 {
+		t.Fatalf("list with limit 0: %d %s", l.status, l.body)
+	}
 	if d := do(h, "DELETE", "/v1/collections/c/schedules/daily", ""); d.status != 204 {
 		t.Fatalf("delete: %d", d.status)
 	}

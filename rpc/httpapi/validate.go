@@ -3,6 +3,7 @@ package httpapi
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/timemachine-db/timemachine/model"
@@ -71,7 +72,10 @@ func parseTimeText(s string) (int64, bool) {
 			return n, true
 		}
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	// RFC 3339 (§5.6) lets "T" and "Z" be written in lower case; Go's
+	// layout wants them upper case, and nothing else in a valid time has
+	// a letter.
+	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
 	if err != nil {
 		return 0, false
 	}
