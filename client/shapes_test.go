@@ -519,6 +519,8 @@ func TestAnswersRoundTripEveryKey(t *testing.T) {
 		v      any
 	}{
 		{`{"id":"j1","collection":"default","trigger_time":1795733212210,"callback_url":"http://127.0.0.1:29399/x","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},"callback_timeout":"10s","status":"scheduled","attempts":0,"last_error":"","version":1,"created_at":1795729612210,"updated_at":1795729612210,"finished_at":0,"next_attempt_at":1795733212210}`, &Job{}},
+		// A job due at 0 (accepted: past times fire at once), rendered as the server does since 2026-11-28 (meta always sent).
+		{`{"id":"t7","collection":"default","trigger_time":0,"callback_url":"http://127.0.0.1:29399/x","meta":{},"retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},"callback_timeout":"10s","status":"succeeded","attempts":1,"last_error":"","version":2,"created_at":1795729612210,"updated_at":1795729612310,"finished_at":1795729612310}`, &Job{}},
 		{`{"name":"default","retry_policy":{"max_attempts":5,"initial_interval":"1s","multiplier":2,"max_interval":"10m0s","max_age":"24h0m0s"},"callback_timeout":"10s","retention":"24h0m0s","signing_secret_set":false,"status":"active","created_at":0,"updated_at":0}`, &Collection{}},
 		{`{"name":"r1","webhook_url":"http://127.0.0.1:29399/x","headers":{},"signing_secret_set":false,"created_at":1795729612224,"updated_at":1795729612224}`, &Route{}},
 		{`{"id":"s1","collection":"default","every":"1h0m0s","timezone":"UTC","callback_url":"http://127.0.0.1:29399/x","paused":false,"next_fire_at":1795733212233,"last_fire_at":0,"last_status":"","missed":0,"version":1,"created_at":1795729612233,"updated_at":1795729612233}`, &Schedule{}},

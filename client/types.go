@@ -55,8 +55,10 @@ type Job struct {
 	// a POST leaves it empty (but see CreateJob on retries).
 	ID string `json:"id,omitempty"`
 	// TriggerTime is Unix epoch milliseconds (time.Time.UnixMilli). Zero
-	// means unset: use Delay. A past time fires at once.
-	TriggerTime int64 `json:"trigger_time,omitempty"`
+	// means unset when creating: use Delay. A past time fires at once.
+	// (Encoded even when zero: the server always sends it, and a job may
+	// really be due at 0; what a create sends is jobSpec.)
+	TriggerTime int64 `json:"trigger_time"`
 	// Delay is relative to receipt ("90s"); an alternative to TriggerTime.
 	// The server answers with the resolved TriggerTime, not the Delay.
 	Delay string `json:"delay,omitempty"`
