@@ -86,3 +86,32 @@ func TestAskStatusesBoundsASilentNode(t *testing.T) {
 		t.Fatalf("askStatuses ignored its caller's deadline: %v", d)
 	}
 }
+
+// A fresh report of this node is combined with the cached view only while
+// it agrees with the cached report of it on every slot's state and term.
+func TestSameLeadership(t *testing.T) {
+	at := func(slots map[int]SlotReplicaState) NodeStatus { return NodeStatus{ID: "a", Slots: slots} }
+	cached := at(map[int]SlotReplicaState{
+		0: rep(raft.Leader, 2, 5, 9, abc, nil, "a"),
+		1: rep(raft.Follower, 3, 5, 9, abc, nil, "a"),
+	})
+	for _, tc := range []struct {
+		name  string
+		fresh NodeStatus
+		same  bool
+	}{
+		{"nothing changed but indexes", at(map[int]SlotReplicaState{
+			0: rep(raft.Leader, 2, 5, 12, abc, nil, "a"), 1: rep(raft.Follower, 3, 5, 12, abc, nil, "a")}), true},
+		{"handed slot 0 away", at(map[int]SlotReplicaState{
+			0: rep(raft.Follower, 3, 5, 12, abc, nil, "a"), 1: rep(raft.Follower, 3, 5, 12, abc, nil, "a")}), false},
+		{"slot 1 has a new term", at(map[int]SlotReplicaState{
+			0: rep(raft.Leader, 2, 5, 12, abc, nil, "a"), 1: rep(raft.Follower, 4, 5, 12, abc, nil, "a")}), false},
+		{"a replica opened", at(map[int]SlotReplicaState{
+			0: rep(raft.Leader, 2, 5, 12, abc, nil, "a"), 1: rep(raft.Follower, 3, 5, 12, abc, nil, "a"), 2: rep(raft.Follower, 1, 1, 1, abc, nil, "a")}), false},
+		{"a replica closed", at(map[int]SlotReplicaState{0: rep(raft.Leader, 2, 5, 12, abc, nil, "a")}), false},
+	} {
+		if got := sameLeadership(cached, tc.fresh); got != tc.same {
+			t.Errorf("%s: sameLeadership = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+}
