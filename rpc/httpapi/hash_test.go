@@ -28,6 +28,20 @@ func TestHashSpecIsFrozen(t *testing.T) {
 	}
 }
 
+// specHashOf is the spec hash of a POST body as the API parses it.
+func specHashOf(t *testing.T, s *Server, body string) uint64 {
+	t.Helper()
+	o, jerr := parseObject([]byte(body))
+	if jerr != nil {
+		t.Fatalf("%s: %v", body, jerr)
+	}
+	_, spec, e := s.parser("c").parse(o, "")
+	if e != nil {
+		t.Fatalf("%s: %v", body, e)
+	}
+	return spec.Hash
+}
+
 // A retried POST may re-encode its body: the same instant written as
 // milliseconds or as RFC 3339 with any offset is the same spec (API.md §3:
 // "the same spec again answers 200"); another instant, or a delay, is not.
@@ -35,15 +49,7 @@ func TestSpecHashOfTheSameInstant(t *testing.T) {
 	s := newTestServer(&fakeBackend{})
 	hash := func(trigger string) uint64 {
 		t.Helper()
-		o, jerr := parseObject([]byte(`{"id":"j","callback_url":"http://127.0.0.1:9/","` + trigger + `}`))
-		if jerr != nil {
-			t.Fatalf("%s: %v", trigger, jerr)
-		}
-		_, spec, e := s.parser("c").parse(o, "")
-		if e != nil {
-			t.Fatalf("%s: %v", trigger, e)
-		}
-		return spec.Hash
+		return specHashOf(t, s, `{"id":"j","callback_url":"http://127.0.0.1:9/","`+trigger+`}`)
 	}
 	base := hash(`trigger_time":1893456000000`)
 	for _, same := range []string{
@@ -81,15 +87,7 @@ func TestSpecHashOfTheSameMeta(t *testing.T) {
 		if meta != "" {
 			body += `,"meta":` + meta
 		}
-		o, jerr := parseObject([]byte(body + `}`))
-		if jerr != nil {
-			t.Fatalf("%s: %v", meta, jerr)
-		}
-		_, spec, e := s.parser("c").parse(o, "")
-		if e != nil {
-			t.Fatalf("%s: %v", meta, e)
-		}
-		return spec.Hash
+		return specHashOf(t, s, body+`}`)
 	}
 	for _, group := range [][]string{
 		{``, `{}`, `{ }`},
