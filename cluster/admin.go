@@ -31,7 +31,7 @@ const retrySoon = time.Second
 // leads or holds a replica never shows as empty.
 func (c *Cluster) Info(ctx context.Context) (*model.ClusterInfo, error) {
 	st := c.cfg.Meta.State()
-	view := c.CachedView(ctx, 500*time.Millisecond)
+	view := c.consistentView(ctx, 500*time.Millisecond)
 	count := c.SlotCount()
 	info := &model.ClusterInfo{SlotCount: count, Self: c.cfg.NodeID, Nodes: []model.NodeInfo{}, Slots: []model.SlotInfo{}}
 	info.MetaLeader, _ = c.cfg.Meta.Leader()

@@ -260,10 +260,21 @@ func viewEvery(slots int) time.Duration {
 
 // CachedView returns the last view if it is fresh enough, else refreshes.
 // This node's own part is always read fresh: it costs nothing and keeps a
-// single node's /v1/cluster exactly in step with its /readyz. When that
-// part's leaderships differ from the cached one (sameLeadership), the
-// view is refreshed whole instead.
+// single node's /v1/cluster exactly in step with its /readyz.
 func (c *Cluster) CachedView(ctx context.Context, maxAge time.Duration) View {
+	return c.cachedView(ctx, maxAge, false)
+}
+
+// consistentView is CachedView for an answer that says who leads what
+// (/v1/cluster, admin status): when this node's fresh part disagrees with
+// its cached part on a slot's leadership (sameLeadership), the view is
+// refreshed whole instead. The loops that only need a leader's address
+// keep the cheaper CachedView.
+func (c *Cluster) consistentView(ctx context.Context, maxAge time.Duration) View {
+	return c.cachedView(ctx, maxAge, true)
+}
+
+func (c *Cluster) cachedView(ctx context.Context, maxAge time.Duration, consistent bool) View {
 	c.view.mu.Lock()
 	if time.Since(c.view.at) < maxAge {
 		nodes := make(map[string]NodeStatus, len(c.view.nodes)+1)
@@ -271,7 +282,7 @@ func (c *Cluster) CachedView(ctx context.Context, maxAge time.Duration) View {
 		at := c.view.at
 		c.view.mu.Unlock()
 		self := c.localStatus()
-		if cached, ok := nodes[c.cfg.NodeID]; !ok || sameLeadership(cached, self) {
+		if cached, ok := nodes[c.cfg.NodeID]; !consistent || !ok || sameLeadership(cached, self) {
 			nodes[c.cfg.NodeID] = self
 			return View{At: at, Nodes: nodes}
 		}
