@@ -18,7 +18,9 @@ import (
 //
 //  1. a browser's cross-site request is refused (foreign Origin: 403);
 //  2. with an auth file, the token is checked (401) and then the role and
-//     scope the route declares (403);
+//     scope the route declares (403); a node that does not serve (taken
+//     out of the cluster: Options.Serving) then answers 503, but for
+//     /metrics and the API description;
 //  3. a write must carry a JSON body (400 for text/plain, forms, …);
 //  4. a body larger than MaxBodyBytes is refused before it is read (413).
 //

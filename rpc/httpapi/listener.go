@@ -27,6 +27,9 @@ import (
 //     (--max-conns-per-ip); one more is answered 429 overloaded with
 //     Retry-After, the same way. (fasthttp's own per-IP cap answered in
 //     plain text, outside the contract's error body.)
+//   - Over HTTPS, a connection that starts with a plain HTTP request line
+//     instead of a TLS handshake is answered 400 in plain HTTP
+//     (countedConn.Read).
 type guardedListener struct {
 	net.Listener
 	log     *slog.Logger
