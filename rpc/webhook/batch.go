@@ -195,7 +195,10 @@ func (c *Client) exchangeBatch(req *fasthttp.Request, jobs []BatchJob, now, star
 // "reschedule_in"|"reschedule_at"}]} from a 2xx answer. An empty body, or
 // one without "results", means every job succeeded (nil, nil). An answer
 // that names a job twice keeps the first entry; entries for jobs that
-// were not in the batch are ignored.
+// were not in the batch are ignored. An entry without "collection" names
+// the job of that id when the batch holds only one (receivers whose jobs
+// all live in one collection leave it out; matching nothing, its "fail"
+// counted as a success).
 func parseBatchAnswer(body []byte, complete bool, readErr error, jobs []BatchJob) ([]JobResult, error) {
 	trimmed := trimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
@@ -224,12 +227,23 @@ func parseBatchAnswer(body []byte, complete bool, readErr error, jobs []BatchJob
 	}
 	type jobKey struct{ coll, id string }
 	at := make(map[jobKey]int, len(jobs))
+	byID := make(map[string]int, len(jobs)) // -1: more than one collection has the id
 	for i := range jobs {
-		at[jobKey{jobs[i].Payload.Collection, jobs[i].Payload.ID}] = i
+		id := jobs[i].Payload.ID
+		at[jobKey{jobs[i].Payload.Collection, id}] = i
+		if _, dup := byID[id]; dup {
+			byID[id] = -1
+		} else {
+			byID[id] = i
+		}
 	}
 	out := make([]JobResult, len(jobs))
 	for _, r := range ans.Results {
 		i, ok := at[jobKey{r.Collection, r.ID}]
+		if !ok && r.Collection == "" {
+			i, ok = byID[r.ID]
+			ok = ok && i >= 0
+		}
 		if !ok || out[i].Answered {
 			continue
 		}

@@ -97,6 +97,7 @@ func TestDeliverBatchAnswers(t *testing.T) {
 		{"per job", `{"results":[{"id":"j2","collection":"c","outcome":"fail"},{"id":"j0","collection":"c","outcome":"retry"},{"id":"zz","collection":"c","outcome":"fail"}]}`,
 			[]string{OutcomeRetry, "", OutcomeFail}, false},
 		{"unknown outcome", `{"results":[{"id":"j0","collection":"c","outcome":"maybe"}]}`, []string{OutcomeRetry, "", ""}, true},
+		{"no collection: the job of that id", `{"results":[{"id":"j1","outcome":"fail"}]}`, []string{"", OutcomeFail, ""}, false},
 		{"broken", `{"results":[`, nil, true},
 		{"retry with a wait", `{"results":[{"id":"j0","collection":"c","outcome":"retry","reschedule_in":"5s"},{"id":"j1","collection":"c","outcome":"retry","reschedule_at":1795000000000},{"id":"j2","collection":"c","outcome":"retry","reschedule_in":"soon"}]}`,
 			[]string{OutcomeRetry, OutcomeRetry, OutcomeRetry}, false},
@@ -138,5 +139,19 @@ func TestDeliverBatchNon2xx(t *testing.T) {
 	res := c.DeliverBatch(context.Background(), &BatchRequest{URL: srv.URL, Jobs: batchJobs(2)})
 	if res.StatusCode != 503 || !res.HasRetryAfter || res.RetryAfter != 7*time.Second || res.Jobs != nil {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// An entry without "collection" names the job of that id only when one
+// job of the batch has it; with the id in two collections it names none.
+func TestBatchAnswerWithoutCollectionIsAmbiguous(t *testing.T) {
+	jobs := batchJobs(3)
+	jobs[2].Payload.ID, jobs[2].Payload.Collection = "j0", "d"
+	jr, err := parseBatchAnswer([]byte(`{"results":[{"id":"j0","outcome":"fail"},{"id":"j1","outcome":"retry"}]}`), true, nil, jobs)
+	if err != nil || len(jr) != 3 {
+		t.Fatalf("%+v %v", jr, err)
+	}
+	if jr[0].Answered || jr[2].Answered || !jr[1].Answered || jr[1].Outcome != OutcomeRetry {
+		t.Fatalf("%+v", jr)
 	}
 }
