@@ -192,6 +192,29 @@ func splitLeader(gs []*Group) (leader *Group, followers []*Group) {
 	return leader, followers
 }
 
+// awaitFollowersHoldLeadersLog waits until both followers' logs end where
+// the leader's does, in index and term, after the leader committed an
+// entry of its own term (ReadReady: its barrier finished). Comparing
+// indexes alone passed at once when the leader had not appended its first
+// entry yet: the followers then still ended at the bootstrap entry, one of
+// them got the leader's entry a moment later, and it refused a vote to the
+// other (raft's up-to-date rule) — a campaign that failed 1 run in 30.
+func awaitFollowersHoldLeadersLog(t *testing.T, leader *Group, followers []*Group) {
+	t.Helper()
+	testutil.Eventually(t, 5*time.Second, "both followers hold the leader's log", testutil.True(func() bool {
+		if !leader.ReadReady() {
+			return false
+		}
+		idx, term := leader.LastLog()
+		for _, f := range followers {
+			if i, tm := f.LastLog(); i != idx || tm != term {
+				return false
+			}
+		}
+		return term != 0
+	}))
+}
+
 // awaitOneLeader waits up to timeout for a leader every replica follows.
 func awaitOneLeader(t *testing.T, gs []*Group, timeout time.Duration) {
 	t.Helper()
@@ -219,10 +242,7 @@ func TestCampaignElectsAtOnce(t *testing.T) {
 	// or that one refuses its vote (raft's rule; the node picks the most
 	// up-to-date follower, hurryorder.go): on a loaded machine the
 	// leader's first entries could have reached only one of them yet.
-	testutil.Eventually(t, 5*time.Second, "both followers hold the leader's log", testutil.True(func() bool {
-		last := leader.LastIndex()
-		return followers[0].LastIndex() == last && followers[1].LastIndex() == last
-	}))
+	awaitFollowersHoldLeadersLog(t, leader, followers)
 	dead := leader.cfg.NodeID
 	leader.Close()
 	start := time.Now()
@@ -353,10 +373,7 @@ func TestCampaignRightAfterARefusedPreVote(t *testing.T) {
 	gs, trans := openDeafTrio(t, timing)
 	leader, followers := splitLeader(gs)
 	f, tr := followers[0], trans[followers[0].cfg.NodeID]
-	testutil.Eventually(t, 5*time.Second, "the followers hold the leader's log", testutil.True(func() bool {
-		last := leader.LastIndex()
-		return followers[0].LastIndex() == last && followers[1].LastIndex() == last
-	}))
+	awaitFollowersHoldLeadersLog(t, leader, followers)
 	// The follower hears nothing (its leader sees its heartbeats answered,
 	// so it appends nothing to catch it up afterwards) and campaigns after
 	// 1 s; its refused campaign's election timer runs 4-8 s.

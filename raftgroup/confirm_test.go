@@ -142,10 +142,7 @@ func TestVerifyLeaderByConfirmation(t *testing.T) {
 	if followers[0].VerifyLeader() == nil {
 		t.Fatal("a follower's VerifyLeader succeeded")
 	}
-	testutil.Eventually(t, 5*time.Second, "both followers hold the leader's log", testutil.True(func() bool {
-		last := leader.LastIndex()
-		return followers[0].LastIndex() == last && followers[1].LastIndex() == last
-	}))
+	awaitFollowersHoldLeadersLog(t, leader, followers)
 
 	// The leader hears nothing more; a follower campaigns past it and wins
 	// with the other's vote. The old leader does not know: raft's own
