@@ -11,6 +11,7 @@ import (
 	"github.com/timemachine-db/timemachine/dht"
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/raftfsm"
 	"github.com/timemachine-db/timemachine/service"
 )
 
@@ -296,4 +297,113 @@ func TestScheduleReplaceKeepsOccurrenceOfTheSameTime(t *testing.T) {
 		}
 		return
 	}
+}
+
+// A job id shaped like an occurrence ("{schedule}@{ms}") names one job in
+// its collection, whoever makes it first: a user's job made before the
+// occurrence is due takes its place (the schedule goes past it), and a
+// user's create after the occurrence was made meets it (409 for another
+// spec). Before, the user's job went to the slot its id hashes to and the
+// occurrence to its schedule's slot: both were made, and both fired with
+// the same Idempotency-Key (found by a black-box review).
+func TestOccurrenceIDNamesOneJob(t *testing.T) {
+	tc := startCluster(t, 1, nil)
+	svc := tc.nodes[0].svc
+	rcv := newReceiver(t)
+	ctx := context.Background()
+	slots := tc.nodes[0].cluster.SlotCount()
+	// apart returns a schedule id whose occurrence at ms hashes to
+	// another slot than the schedule: the case that made two jobs.
+	apart := func(prefix string, ms int64) string {
+		for k := 0; ; k++ {
+			id := fmt.Sprintf("%s-%d", prefix, k)
+			if dht.SlotOf("default", id, slots) != dht.SlotOf("default", model.OccurrenceID(id, ms), slots) {
+				return id
+			}
+		}
+	}
+	t.Run("user job first", func(t *testing.T) {
+		at := time.Now().Add(3 * time.Second).Truncate(time.Second).UnixMilli()
+		id := apart("mine", at)
+		occ := model.OccurrenceID(id, at)
+		res, err := svc.CreateJobs(ctx, "default", []model.JobInput{{ID: occ, Spec: model.JobSpec{TriggerTime: at, CallbackURL: rcv.url, Meta: []byte(`{"from":"user"}`), Hash: 7}}})
+		if err != nil || res[0].Err != nil || res[0].Code != model.CodeCreated {
+			t.Fatalf("the user's create: %+v %v", res, err)
+		}
+		spec := model.ScheduleSpec{EveryMs: 3_600_000, StartAt: at, CallbackURL: rcv.url, Hash: 8}
+		if _, _, err := svc.PutSchedule(ctx, "default", id, spec, 0); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 10*time.Second, occ+" delivered", testutil.True(func() bool {
+			return len(rcv.occurrencesOf("default", id)[at]) > 0
+		}))
+		// A second job of the id would fire within a dispatch round of the
+		// first.
+		time.Sleep(500 * time.Millisecond)
+		if n := len(rcv.occurrencesOf("default", id)[at]); n != 1 {
+			t.Fatalf("%s delivered %d times, want once", occ, n)
+		}
+		j, err := svc.GetJob(ctx, "default", occ)
+		if err != nil || j.Schedule != "" || string(j.Meta) != `{"from":"user"}` {
+			t.Fatalf("GET %s: %+v %v, want the user's job", occ, j, err)
+		}
+	})
+	t.Run("made where its id hashes, by an earlier version", func(t *testing.T) {
+		at := time.Now().Add(time.Hour).UnixMilli()
+		id := apart("old", at)
+		occ := model.OccurrenceID(id, at)
+		spec := model.JobSpec{TriggerTime: at, CallbackURL: rcv.url, Hash: 10}
+		own := dht.SlotOf("default", occ, slots)
+		if _, err := tc.nodes[0].fwd.ProposeSlot(ctx, own, &raftfsm.Create{Coll: "default", ID: occ, Spec: spec, Now: time.Now().UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			hash uint64
+			want model.Code
+		}{{10, model.CodeExists}, {11, model.CodeConflict}} {
+			spec.Hash = c.hash
+			res, err := svc.CreateJobs(ctx, "default", []model.JobInput{{ID: occ, Spec: spec}})
+			if err != nil || res[0].Err != nil || res[0].Code != c.want {
+				t.Fatalf("creating %s again (spec hash %d): %+v %v, want code %v", occ, c.hash, res, err, c.want)
+			}
+		}
+		if _, err := svc.UpsertJob(ctx, "default", occ, spec, 1); err != nil {
+			t.Fatalf("PUT of %s at version 1: %v", occ, err)
+		}
+		if err := svc.DeleteJob(ctx, "default", occ); err != nil {
+			t.Fatalf("DELETE %s: %v", occ, err)
+		}
+		if _, err := svc.GetJob(ctx, "default", occ); !isKind(err, model.KindNotFound) {
+			t.Fatalf("GET %s after its DELETE: %v", occ, err)
+		}
+	})
+	t.Run("occurrence first", func(t *testing.T) {
+		for attempt := 0; ; attempt++ {
+			if attempt == 10 {
+				t.Fatal("no attempt created on an occurrence made ahead of its time")
+			}
+			start := time.Now().Add(2 * time.Second).Truncate(time.Second).UnixMilli()
+			id := apart(fmt.Sprintf("theirs%d", attempt), start)
+			spec := model.ScheduleSpec{EveryMs: 3_600_000, StartAt: start, CallbackURL: rcv.url, Hash: uint64(300 + attempt)}
+			if _, _, err := svc.PutSchedule(ctx, "default", id, spec, 0); err != nil {
+				t.Fatal(err)
+			}
+			if createdAhead(t, svc, id) != start {
+				continue
+			}
+			occ := model.OccurrenceID(id, start)
+			res, err := svc.CreateJobs(ctx, "default", []model.JobInput{{ID: occ, Spec: model.JobSpec{TriggerTime: start + 60_000, CallbackURL: rcv.url, Hash: 9}}})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("the user's create: %+v %v", res, err)
+			}
+			if res[0].Code != model.CodeConflict {
+				t.Fatalf("creating %s, made by its schedule: code %v, want conflict", occ, res[0].Code)
+			}
+			j, err := svc.GetJob(ctx, "default", occ)
+			if err != nil || j.Schedule != id {
+				t.Fatalf("GET %s: %+v %v, want the occurrence", occ, j, err)
+			}
+			return
+		}
+	})
 }

@@ -41,7 +41,21 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 				continue
 			}
 		}
-		sl := s.slotOf(coll, x.ID)
+		sl, other, alt := s.jobSlots(coll, x.ID)
+		if alt {
+			// A job of this id made before ids shaped like an occurrence
+			// went to their schedule's slot lives where the id hashes:
+			// the create must meet it there (200 or 409), not make a
+			// second job of its id.
+			_, there, err := s.fwd.GetJob(ctx, other, coll, x.ID)
+			if err != nil {
+				out[i].Err = toModel(fail(err))
+				continue
+			}
+			if there {
+				sl = other
+			}
+		}
 		bySlot[sl] = append(bySlot[sl], i)
 	}
 	var (
@@ -215,17 +229,21 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 // upkeep had removed it already.
 func (s *Service) upsertResolved(ctx context.Context, c *model.Collection, id string, spec model.JobSpec, ifMatch uint64) ([]model.Result, error) {
 	coll := c.Name
-	sl := s.slotOf(coll, id)
+	sl, other, alt := s.jobSlots(coll, id)
 	j, here, err := s.fwd.GetJob(ctx, sl, coll, id)
 	if err != nil {
 		return nil, err
 	}
-	if o, alt := s.occurrenceSlot(coll, id); alt && !here {
-		// A schedule's occurrence lives in its schedule's slot: a PUT of
-		// one (a redrive, say) goes there, unless the id's own slot has a
-		// job of that id (GET looks there first too).
-		if oj, there, err := s.fwd.GetJob(ctx, o, coll, id); err == nil && there {
-			sl, j, here = o, oj, true
+	if alt && !here {
+		// An id shaped like an occurrence is made in its schedule's
+		// slot; one made before that rule lives where its id hashes,
+		// and a PUT replaces it there (GET looks there too).
+		oj, there, err := s.fwd.GetJob(ctx, other, coll, id)
+		if err != nil {
+			return nil, err
+		}
+		if there {
+			sl, j, here = other, oj, true
 		}
 	}
 	cmd := &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()}
@@ -309,11 +327,10 @@ func (s *Service) GetJob(ctx context.Context, coll, id string) (*model.Job, erro
 	if err != nil {
 		return nil, err
 	}
-	j, ok, err := s.fwd.GetJob(ctx, s.slotOf(coll, id), coll, id)
-	if err == nil && !ok {
-		if o, alt := s.occurrenceSlot(coll, id); alt {
-			j, ok, err = s.fwd.GetJob(ctx, o, coll, id)
-		}
+	sl, other, alt := s.jobSlots(coll, id)
+	j, ok, err := s.fwd.GetJob(ctx, sl, coll, id)
+	if err == nil && !ok && alt {
+		j, ok, err = s.fwd.GetJob(ctx, other, coll, id)
 	}
 	if err != nil {
 		return nil, fail(err)
@@ -332,13 +349,12 @@ func (s *Service) DeleteJob(ctx context.Context, coll, id string) error {
 	if err != nil {
 		return err
 	}
-	sl, stamp := s.slotOf(coll, id), s.now()
+	sl, other, alt := s.jobSlots(coll, id)
+	stamp := s.now()
 	res, err := s.fwd.ProposeSlot(ctx, sl, &raftfsm.Delete{Coll: coll, ID: id})
-	if err == nil && res[0].Code == model.CodeNotFound {
-		if o, alt := s.occurrenceSlot(coll, id); alt {
-			sl = o
-			res, err = s.fwd.ProposeSlot(ctx, o, &raftfsm.Delete{Coll: coll, ID: id})
-		}
+	if err == nil && res[0].Code == model.CodeNotFound && alt {
+		sl = other
+		res, err = s.fwd.ProposeSlot(ctx, other, &raftfsm.Delete{Coll: coll, ID: id})
 	}
 	if unknown(err) {
 		res, err = s.resolveDelete(ctx, sl, c, id, stamp)
@@ -482,15 +498,25 @@ func asCreated(j *model.Job, trigger int64) *model.Job {
 	return &c
 }
 
-// occurrenceSlot is the slot of a schedule's occurrence when id is shaped
-// like one ("{schedule}@{ms}") and that slot differs from the id's own:
-// occurrences are created in their schedule's slot, not where their id
-// hashes. alt is false when there is no other slot to look in.
-func (s *Service) occurrenceSlot(coll, id string) (int, bool) {
+// jobSlots is the slot a job of this id is made in (home), and the other
+// slot a job of that id may live in (alt reports whether there is one).
+//
+// An id shaped like a schedule's occurrence ("{schedule}@{ms}",
+// model.SplitOccurrenceID) is made in its schedule's slot, where the
+// schedule makes its occurrences: that one slot then decides whether the
+// id exists, so a user's job and an occurrence never share an id. (When a
+// user's job went where its id hashes, both were made, and both fired
+// with the same Idempotency-Key: a receiver that deduplicates dropped
+// one. A black-box review found it.) Any other id is made where it hashes
+// (API.md §2). other is the hash slot of an occurrence-shaped id, when it
+// differs from home: a job of that id made by an earlier version lives
+// there, so reads, deletes, PUTs and creates look there too.
+func (s *Service) jobSlots(coll, id string) (home, other int, alt bool) {
+	own := s.slotOf(coll, id)
 	sc, _, ok := model.SplitOccurrenceID(id)
 	if !ok {
-		return 0, false
+		return own, 0, false
 	}
-	o := s.slotOf(coll, sc)
-	return o, o != s.slotOf(coll, id)
+	home = s.slotOf(coll, sc)
+	return home, own, home != own
 }
