@@ -736,3 +736,39 @@ func TestDeleteRefusesIfMatch(t *testing.T) {
 		}
 	}
 }
+
+// A precondition header on a write that would not honour it is refused
+// before the write reaches the backend: ignoring it made the write
+// unconditional behind the client's back (a black-box review: If-Match on
+// a collection's or a route's PUT, If-None-Match on a job's PUT).
+func TestWritesRefuseUnhonouredPreconditions(t *testing.T) {
+	for _, c := range []struct{ method, uri, header string }{
+		{"PUT", "/v1/collections/orders", "If-Match"},
+		{"DELETE", "/v1/collections/orders", "If-Match"},
+		{"PUT", "/v1/routes/r", "If-Match"},
+		{"DELETE", "/v1/routes/r", "If-Match"},
+		{"POST", jobsURI, "If-Match"},
+		{"POST", "/v1/collections/orders/redrive", "If-Match"},
+		{"POST", "/v1/admin/rebalance", "If-Match"},
+		{"PUT", jobsURI + "/j", "If-None-Match"},
+		{"POST", jobsURI, "If-None-Match"},
+		{"PUT", "/v1/collections/orders/schedules/s", "If-None-Match"},
+		{"DELETE", jobsURI + "/j", "If-None-Match"},
+	} {
+		f := &fakeBackend{}
+		r := do(newTestServer(f).Handler(), c.method, c.uri, `{}`, c.header, "*")
+		if r.status != 400 {
+			t.Fatalf("%s %s with %s: %d %s", c.method, c.uri, c.header, r.status, r.body)
+		}
+		if code, msg := r.errorBody(t); code != CodeInvalidArgument || !strings.Contains(msg, c.header) {
+			t.Fatalf("%s %s with %s: %s %s", c.method, c.uri, c.header, code, msg)
+		}
+		if len(f.calls) != 0 {
+			t.Fatalf("%s %s with %s reached the backend: %v", c.method, c.uri, c.header, f.calls)
+		}
+	}
+	// Reads are left alone.
+	if r := do(newTestServer(&fakeBackend{}).Handler(), "GET", "/v1/collections/orders", "", "If-None-Match", `"1"`); r.status == 400 {
+		t.Fatalf("GET with If-None-Match: %d %s", r.status, r.body)
+	}
+}

@@ -335,7 +335,39 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	if !s.guard(r, h) {
 		return
 	}
+	if e := unconditional(h, ctx); e != nil {
+		writeError(ctx, e)
+		return
+	}
 	h.fn(s, r)
+}
+
+// honoursIfMatch are the writes that take If-Match (a version). The
+// DELETEs of a job and a schedule refuse it with their own message
+// (noIfMatch).
+var honoursIfMatch = map[string]bool{
+	"PUT /v1/collections/{c}/jobs/{id}":         true,
+	"PUT /v1/collections/{c}/schedules/{id}":    true,
+	"DELETE /v1/collections/{c}/jobs/{id}":      true,
+	"DELETE /v1/collections/{c}/schedules/{id}": true,
+}
+
+// unconditional refuses a precondition header on a write that would not
+// honour it: a client that sent If-Match to a collection's or a route's
+// PUT, or If-None-Match to any write, believes its write is conditional,
+// and ignoring the header would make it unconditional behind its back.
+// Reads are left alone (the console's files answer If-None-Match).
+func unconditional(h *handler, ctx *fasthttp.RequestCtx) *model.Error {
+	if h.method == "GET" {
+		return nil
+	}
+	if len(ctx.Request.Header.Peek("If-None-Match")) > 0 {
+		return model.Invalid("%s does not take If-None-Match; to create a job only when its id is new, POST it (a POST of an id that exists answers 200 for the same spec, 409 for another)", h.name)
+	}
+	if !honoursIfMatch[h.name] && len(ctx.Request.Header.Peek("If-Match")) > 0 {
+		return model.Invalid("%s does not take If-Match: it writes whatever is there; only a PUT of a job or a schedule is conditional", h.name)
+	}
+	return nil
 }
 
 // debugClock is POST /v1/debug/clock {"offset":"2s"} (--debug-faults).
