@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -298,6 +299,10 @@ func parseAddr(a, scheme string) (base, hostport string, err error) {
 		return "", "", fmt.Errorf("timemachine client: address %q: credentials in the URL are not sent; use WithToken", u.Redacted())
 	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
 		return "", "", fmt.Errorf("timemachine client: address %q: a base address has no query or fragment", a)
+	case path.Base(strings.TrimRight(u.Path, "/")) == "v1":
+		// A path is kept as a prefix (a proxy serving the API under
+		// /timemachine, say); one ending in /v1 would ask for /v1/v1/….
+		return "", "", fmt.Errorf("timemachine client: address %q: give the server's root, without /v1 (the client adds it), such as %s://%s", a, u.Scheme, u.Host)
 	}
 	hostport = u.Host
 	if u.Port() == "" {

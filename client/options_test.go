@@ -27,6 +27,8 @@ func TestNewValidates(t *testing.T) {
 		{[]string{"http://user:pw@127.0.0.1:1"}, nil},
 		{[]string{"http://127.0.0.1:1?x=1"}, nil},
 		{[]string{"http://"}, nil},
+		{[]string{"http://127.0.0.1:1/v1"}, nil},
+		{[]string{"https://h:9/gw/v1/"}, nil},
 		{[]string{"127.0.0.1:1"}, []Option{WithTimeout(0)}},
 		{[]string{"127.0.0.1:1"}, []Option{WithMaxAttempts(-1)}},
 		{[]string{"127.0.0.1:1"}, []Option{WithMaxResponseBytes(0)}},

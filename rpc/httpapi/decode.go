@@ -243,7 +243,7 @@ func integer(path string, raw []byte, lo, hi int64) (int64, *model.Error) {
 		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
 			return 0, model.Invalid("%s: must be an integer from %d to %d, got %s", path, lo, hi, shown(raw))
 		}
-		return 0, model.Invalid("%s: must be a whole number (1893456000000 or 1893456000000.0, not 1.5), got %s", path, shown(raw))
+		return 0, model.Invalid("%s: must be a whole number (no fraction), got %s", path, shown(raw))
 	}
 	if n < lo || n > hi {
 		return 0, model.Invalid("%s: must be an integer from %d to %d, got %d", path, lo, hi, n)

@@ -138,11 +138,14 @@ func (s *Server) createBatch(r *request, coll string, b []byte) {
 			missing++
 		}
 	}
+	var generated []bool // by item: its id was made here
 	if missing > 0 {
 		ids := newIDs(p.now, missing)
+		generated = make([]bool, len(in))
 		for i := range in {
 			if in[i].Err == nil && in[i].ID == "" {
 				in[i].ID, ids = ids[0], ids[1:]
+				generated[i] = true
 			}
 		}
 	}
@@ -163,6 +166,11 @@ func (s *Server) createBatch(r *request, coll string, b []byte) {
 	for i := range in {
 		if i > 0 {
 			out = append(out, ',')
+		}
+		if generated != nil && generated[i] && res[i].Err != nil {
+			// No job was made: an id made up here names nothing, and the
+			// item is known by its place in the input.
+			in[i].ID, res[i].ID = "", ""
 		}
 		out = s.appendResult(out, &rd, coll, in[i], res[i])
 	}

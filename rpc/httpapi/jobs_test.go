@@ -772,3 +772,33 @@ func TestWritesRefuseUnhonouredPreconditions(t *testing.T) {
 		t.Fatalf("GET with If-None-Match: %d %s", r.status, r.body)
 	}
 }
+
+// A batch item without an id that the backend refuses (its route does
+// not exist, say) answers with an empty id: the id made up for it names
+// no job (a black-box review found a fresh id on a 400 item).
+func TestBatchRefusedItemKeepsNoMadeUpID(t *testing.T) {
+	f := &fakeBackend{createFn: func(coll string, in []model.JobInput) ([]model.JobResult, error) {
+		out := []model.JobResult{
+			{ID: in[0].ID, Code: model.CodeCreated, Job: storedJob(coll, in[0].ID, in[0].Spec)},
+			{ID: in[1].ID, Err: model.Invalid("route %q does not exist", "nope")},
+		}
+		return out, nil
+	}}
+	r := do(newTestServer(f).Handler(), "POST", jobsURI, `[{"trigger_time":1,"callback_url":"http://x"},{"trigger_time":1,"route":"nope"}]`)
+	var out struct {
+		Results []struct {
+			ID     string
+			Status int
+		}
+	}
+	mustJSON(t, r.body, &out)
+	if r.status != 200 || len(out.Results) != 2 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if out.Results[0].ID == "" || out.Results[0].Status != 201 {
+		t.Fatalf("the created item: %+v", out.Results[0])
+	}
+	if out.Results[1].ID != "" || out.Results[1].Status != 400 {
+		t.Fatalf("the refused item: %+v, want status 400 and no id", out.Results[1])
+	}
+}
