@@ -200,6 +200,11 @@ nothing and the cluster is healthy (exit 0), or exit 3 when --timeout
 				return err
 			}
 			defer done()
+			if ci, err := cl.Cluster(ctx); err == nil {
+				if w := drainWarning(&ci, id); w != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+				}
+			}
 			res, err := cl.Drain(ctx, id)
 			if err != nil {
 				return err
@@ -315,4 +320,27 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// drainWarning says what a drain of id costs when the nodes left serving
+// cannot hold the replication factor: the factor is min(--replicas,
+// nodes), so draining one of three nodes leaves every slot with two
+// replicas, which survive no failure. The drain goes ahead (API.md §5);
+// the operator hears it before, not from admin status later.
+func drainWarning(ci *client.ClusterInfo, id string) string {
+	remain := 0
+	for _, n := range ci.Nodes {
+		if n.ID != id && n.Status == client.NodeAlive {
+			remain++
+		}
+	}
+	rf := ci.ReplicationFactor
+	if remain >= rf {
+		return ""
+	}
+	if remain == 0 {
+		return fmt.Sprintf("no serving node but %s remains: nothing can move off it until another node joins", id)
+	}
+	return fmt.Sprintf("after draining %s, %d serving node(s) remain: every slot keeps %d replica(s) instead of %d and survives the loss of %d node(s) (it survives %d now); join another node first to keep %d",
+		id, remain, remain, rf, (remain-1)/2, (rf-1)/2, rf)
 }

@@ -345,6 +345,7 @@ func TestCLIWait(t *testing.T) {
 			name: "drain",
 			args: []string{"admin", "drain", "n2", "--wait"},
 			states: []map[string]any{
+				clusterState("healthy", "n2", 1, 1), // read before the drain, for its warning
 				withMoves(clusterState("moving", "n2", 1, 1), 0, 1),
 				withMoves(clusterState("moving", "n1", 1, 0), 0, 1),
 				withMoves(clusterState("healthy", "n1", 0, 0), 1, 1),
