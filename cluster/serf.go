@@ -124,7 +124,11 @@ func (c *Cluster) startSerf() error {
 func (c *Cluster) joinLoop() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	if !c.syncWithAll(c.joinAddrs()) {
+	// synced: this process has made a serf Join (which broadcasts a join
+	// intent newer than every intent the members it reached hold).
+	addrs := c.joinAddrs()
+	synced := len(addrs) > 0 && c.syncWithAll(addrs)
+	if len(addrs) > 0 && !synced {
 		select { // the loop's first join would be the same one again
 		case <-c.stop:
 			return
@@ -136,6 +140,16 @@ func (c *Cluster) joinLoop() {
 			return // removed: this process stays out
 		}
 		if c.otherAlive() {
+			if !synced {
+				// No address was known at start (no --join, and the meta
+				// state of a restarted node is its last snapshot, empty
+				// before the first meta snapshot, until a leader tells it
+				// what is committed): only serf's snapshot re-joined this
+				// process, a join with no intent, and members holding the
+				// prune's leave intent of a removed node take it for
+				// "leaving". Join the members it now sees.
+				synced = c.syncWithAll(c.otherMemberAddrs())
+			}
 			if attempt > 0 {
 				c.log.Info("in the cluster gossip", "members", c.serf.NumNodes())
 			}
@@ -148,6 +162,9 @@ func (c *Cluster) joinLoop() {
 		addrs := c.joinAddrs()
 		if len(addrs) > 0 {
 			joined, err := c.serf.Join(addrs, true)
+			if joined > 0 {
+				synced = true
+			}
 			if err == nil && joined > 0 {
 				c.log.Info("joined cluster gossip", "via", strings.Join(addrs, ","), "reached", joined)
 				continue
@@ -218,6 +235,18 @@ func (c *Cluster) waitLonely(tick <-chan time.Time) bool {
 			return true
 		}
 	}
+}
+
+// otherMemberAddrs are the gossip addresses of the other members gossip
+// shows alive.
+func (c *Cluster) otherMemberAddrs() []string {
+	var out []string
+	for _, m := range c.aliveMembers() {
+		if m.ID != c.cfg.NodeID {
+			out = append(out, m.SerfAddr)
+		}
+	}
+	return out
 }
 
 // otherAlive reports whether gossip shows another live member.
