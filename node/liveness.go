@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -98,12 +99,47 @@ func beatPark(t raftgroup.Timing) time.Duration {
 }
 
 // livePeers is what the liveness check pings: every member of the node
-// table that has not left.
+// table that has not left, and a node the table says left that still
+// votes in a slot this node holds. The table can call a live voter "left"
+// for a while (gossip held its restarted process as leaving: a black-box
+// review, 2026-11-28); unpinged, it counted for no slot's lease, so a slot
+// whose other voter was down sent no callback until its configuration
+// changed (35 s late in that review).
 func (n *Node) livePeers() map[string]string {
+	return pingable(n.meta.State().Nodes, func(yield func(string) bool) {
+		for _, r := range n.slots.All() {
+			for _, v := range r.Voters() {
+				if !yield(v) {
+					return
+				}
+			}
+		}
+	})
+}
+
+// pingable is livePeers over the node table and the voters of the slots
+// this node holds (read only when the table names a node that left).
+func pingable(nodes map[string]*model.Node, localVoters iter.Seq[string]) map[string]string {
 	out := map[string]string{}
-	for id, nd := range n.meta.State().Nodes {
-		if nd.Status != model.NodeLeft && nd.BindAddr != "" {
+	var left map[string]string
+	for id, nd := range nodes {
+		switch {
+		case nd.BindAddr == "":
+		case nd.Status != model.NodeLeft:
 			out[id] = nd.BindAddr
+		default:
+			if left == nil {
+				left = map[string]string{}
+			}
+			left[id] = nd.BindAddr
+		}
+	}
+	if len(left) == 0 {
+		return out
+	}
+	for v := range localVoters {
+		if addr, ok := left[v]; ok {
+			out[v] = addr
 		}
 	}
 	return out

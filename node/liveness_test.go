@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/liveness"
 	"github.com/timemachine-db/timemachine/meta"
+	"github.com/timemachine-db/timemachine/model"
 	"github.com/timemachine-db/timemachine/raftgroup"
 	"github.com/timemachine-db/timemachine/rpc/peer"
 	"github.com/timemachine-db/timemachine/slot"
@@ -266,5 +269,44 @@ func TestWaitReachable(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("waitReachable was not woken")
+	}
+}
+
+// The liveness check pings every node of the table that has not left, and
+// a node the table says left while it still votes in a slot this node
+// holds (the table can call a live voter "left" for a while; unpinged, it
+// counted for no slot's lease). A left node that votes nowhere here, and a
+// node with no internal address, are not pinged.
+func TestPingable(t *testing.T) {
+	nodes := map[string]*model.Node{
+		"a":  {BindAddr: "127.0.0.1:1", Status: model.NodeAlive},
+		"b":  {BindAddr: "127.0.0.1:2", Status: model.NodeLeft},
+		"c":  {BindAddr: "127.0.0.1:3", Status: model.NodeLeft},
+		"d":  {BindAddr: "127.0.0.1:4", Status: model.NodeFailed},
+		"e":  {Status: model.NodeAlive},
+		"dr": {BindAddr: "127.0.0.1:6", Status: model.NodeDraining},
+	}
+	read := 0
+	voters := func(vs ...string) iter.Seq[string] {
+		return func(yield func(string) bool) {
+			read++
+			for _, v := range vs {
+				if !yield(v) {
+					return
+				}
+			}
+		}
+	}
+	got := pingable(nodes, voters("a", "b", "x"))
+	want := map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2", "d": "127.0.0.1:4", "dr": "127.0.0.1:6"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("pingable = %v, want %v", got, want)
+	}
+	delete(nodes, "b")
+	delete(nodes, "c")
+	read = 0
+	pingable(nodes, voters("a"))
+	if read != 0 {
+		t.Fatal("the slots' voters were read with no node that left in the table")
 	}
 }
