@@ -593,6 +593,20 @@ func (t *Tracker) DeadPeers() []string {
 	return out
 }
 
+// Silent reports how long peer id has not answered a ping: since the
+// send time of its latest answered ping, or since it was first watched
+// when it never answered; 0 for a peer not watched. A stall of this
+// node's own rounds counts as an answer, as in Dead.
+func (t *Tracker) Silent(id string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[id]
+	if p == nil {
+		return 0
+	}
+	return max(0, t.mono()-max(p.lastOK, p.firstSeen, t.stallEnd))
+}
+
 // Addr returns the address a peer is pinged at ("" when not watched).
 func (t *Tracker) Addr(id string) string {
 	t.mu.Lock()

@@ -309,3 +309,24 @@ func TestConnLostPingsAtOnce(t *testing.T) {
 		t.Fatal("n3, whose connection broke but which answers, was found dead")
 	}
 }
+
+// Silent: how long a peer has not answered, growing while it is silent
+// (refused or paused alike) and back near zero once it answers; 0 for a
+// peer not watched.
+func TestSilent(t *testing.T) {
+	net := newNet()
+	var changes atomic.Int32
+	tr := start(t, net, time.Now, &changes)
+	testutil.Eventually(t, 5*time.Second, "n2 answering", testutil.True(func() bool { return tr.Silent("n2") > 0 && tr.Silent("n2") < testLease }))
+	if d := tr.Silent("nobody"); d != 0 {
+		t.Fatalf("Silent of a peer not watched: %v", d)
+	}
+	net.set("a2", func(p *fakePeer) { p.gone = true })
+	cut := time.Now()
+	testutil.Eventually(t, 5*time.Second, "n2 silent past DeadAfter", testutil.True(func() bool { return tr.Silent("n2") > testDeadAfter }))
+	if d, since := tr.Silent("n2"), time.Since(cut); d > since+testLease {
+		t.Fatalf("Silent %v, but the peer went away %v ago", d, since)
+	}
+	net.set("a2", func(p *fakePeer) { p.gone = false })
+	testutil.Eventually(t, 5*time.Second, "n2 answering again", testutil.True(func() bool { return tr.Silent("n2") < testLease }))
+}

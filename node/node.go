@@ -236,7 +236,9 @@ func Start(cfg Config) (_ *Node, err error) {
 		// Heard: tracked by the liveness check (every node of the table
 		// but those that left) and not judged dead.
 		Hears:       func(id string) bool { return n.live.Addr(id) != "" && !n.live.Dead(id) },
-		Unreachable: func(id string) bool { return n.live.Addr(id) != "" && n.live.Dead(id) },
+		Unreachable: func(id string) bool {
+			return n.live.Addr(id) != "" && n.live.Dead(id) && n.live.Silent(id) >= unreachableAfter
+		},
 	})
 	n.svc = service.New(service.Config{
 		Meta: n.meta, Forward: n.fwd, Cluster: n.cluster, Clock: cfg.Clock, Logger: n.log,
