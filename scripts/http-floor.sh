@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The floor under a single create (issue 13): `timemachine bench
-# --create-only` against tools/httpfloor, a server that answers as a node
+# --create-only` against internal/httpfloor, a server that answers as a node
 # would and stores nothing, with the same clients and jobs as
 # scripts/vs-asynq.sh create. Prints the rate and the CPU per job of each
 # side for -mode nop (a fixed answer) and -mode json (decode + encode).
@@ -14,7 +14,7 @@ RUNS=${RUNS:-1}
 [ -x "$BIN" ] || { echo "$BIN missing: make build first" >&2; exit 2; }
 DIR=$(mktemp -d)
 trap 'kill "${SP:-}" 2>/dev/null || true; rm -rf "$DIR"' EXIT
-go build -o "$DIR/httpfloor" ./tools/httpfloor
+go build -o "$DIR/httpfloor" ./internal/httpfloor
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 echo "machine: $(nproc) CPUs, $(uname -sr); date: $(date -u +%FT%TZ); commit: $(git rev-parse --short HEAD 2>/dev/null || echo -)"
 echo "| mode | creates/s | bench CPU per job | server CPU per job |"
