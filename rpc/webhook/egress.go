@@ -54,7 +54,34 @@ var metadataNames = map[string]netip.Addr{
 	"instance-data.ec2.internal": netip.MustParseAddr("169.254.169.254"),
 }
 
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// IPv6 prefixes that carry an IPv4 address a packet may end up at: NAT64
+// (64:ff9b::a.b.c.d, in its last four bytes), the deprecated
+// IPv4-compatible form (::a.b.c.d, the same bytes) and 6to4
+// (2002:AABB:CCDD::, in bytes 2 to 5). Each is checked as that IPv4
+// address too.
+var (
+	nat64        = netip.MustParsePrefix("64:ff9b::/96")
+	v4compat     = netip.MustParsePrefix("::/96")
+	sixToFour    = netip.MustParsePrefix("2002::/16")
+	loopback6    = netip.IPv6Loopback()
+	unspecified6 = netip.IPv6Unspecified()
+)
+
+// embeddedV4 returns the IPv4 address an IPv6 address of those prefixes
+// carries.
+func embeddedV4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() || a == loopback6 || a == unspecified6 {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a), v4compat.Contains(a):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
+}
 
 // ErrRefused marks a callback the egress policy refused: it cannot succeed
 // by retrying, so the job fails at once.
@@ -162,9 +189,8 @@ func (p *Policy) Refused() uint64 { return p.refused.Load() }
 func (p *Policy) check(host string, a netip.Addr, port uint16) error {
 	a = a.Unmap().WithZone("")
 	addrs := []netip.Addr{a}
-	if nat64.Contains(a) { // 64:ff9b::a.b.c.d reaches a.b.c.d through NAT64
-		b := a.As16()
-		addrs = append(addrs, netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+	if v4, ok := embeddedV4(a); ok {
+		addrs = append(addrs, v4)
 	}
 	for _, x := range addrs {
 		for _, pf := range p.deny {
@@ -215,14 +241,30 @@ func LiteralHost(host string) (netip.Addr, bool) {
 // or a single 32-bit number; IPv6 in brackets, with or without a zone).
 // ok is false for a name, "localhost" included.
 func addressLiteral(host string) (netip.Addr, bool) {
-	h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.HasPrefix(host, "[") {
+		h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if i := strings.IndexByte(h, '%'); i >= 0 {
+			h = h[:i]
+		}
+		a, err := netip.ParseAddr(h)
+		return a.Unmap(), err == nil
+	}
+	h := host
 	if i := strings.IndexByte(h, '%'); i >= 0 {
 		h = h[:i]
 	}
 	if a, err := netip.ParseAddr(h); err == nil {
 		return a.Unmap(), true
 	}
-	return parseInetAton(h)
+	// One trailing dot (a fully qualified spelling): URL parsers in
+	// browsers and curl read "169.254.169.254." as that address.
+	if a, ok := parseInetAton(h); ok {
+		return a, true
+	}
+	if strings.HasSuffix(h, ".") && !strings.HasSuffix(h, "..") {
+		return parseInetAton(strings.TrimSuffix(h, "."))
+	}
+	return netip.Addr{}, false
 }
 
 // parseInetAton parses the IPv4 forms of BSD's inet_aton, which glibc's

@@ -78,6 +78,13 @@ func TestCheckURLTargets(t *testing.T) {
 		{"http://metadata.google.internal/computeMetadata/v1/", true, true},
 		{"http://[::ffff:169.254.169.254]/", true, true},
 		{"http://[64:ff9b::a9fe:a9fe]/", true, true},
+		{"http://169.254.169.254./", true, true},
+		{"http://0xa9fea9fe./", true, true},
+		{"http://[::a9fe:a9fe]/", true, true},
+		{"http://[2002:a9fe:a9fe::1]/", true, true},
+		{"http://[2002:a00:1::1]/", false, true},
+		{"http://10.0.0.1./", false, true},
+		{"http://169.254.169.254../", false, false}, // a name (it does not resolve)
 		{"http://0xa9fea9fe/", true, true},
 		{"http://[fe80::1%25eth0]/", true, true},
 		{"http://0.0.0.0:8080/v1/admin/rebalance", true, true},
