@@ -130,7 +130,12 @@ func (c *Client) DeliverBatch(ctx context.Context, r *BatchRequest) BatchResult 
 		return BatchResult{Result: Result{Err: err, Latency: time.Since(start)}}
 	}
 	jobs := r.Jobs
-	run := func() BatchResult { return c.exchangeBatch(req, jobs, now, start, deadline) }
+	secrets := headerSecrets(r.Headers)
+	run := func() BatchResult {
+		res := c.exchangeBatch(req, jobs, now, start, deadline)
+		res.BodySnippet = redact(res.BodySnippet, secrets)
+		return res
+	}
 	if ctx.Done() == nil {
 		return run()
 	}

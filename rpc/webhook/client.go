@@ -435,6 +435,14 @@ func (c *Client) Deliver(ctx context.Context, r *Request) Result {
 	if r.Pipeline {
 		exchange = c.pipelined
 	}
+	if secrets := headerSecrets(r.Headers); secrets != nil {
+		plain := exchange
+		exchange = func(req *fasthttp.Request, now, start, deadline time.Time) Result {
+			res := plain(req, now, start, deadline)
+			res.BodySnippet = redact(res.BodySnippet, secrets)
+			return res
+		}
+	}
 	if ctx.Done() == nil {
 		return exchange(req, now, start, deadline)
 	}

@@ -907,3 +907,54 @@ func TestDeliverSkipsEveryStaleConnection(t *testing.T) {
 		t.Fatalf("server saw %d requests, want %d", n, burst+1)
 	}
 }
+
+// A receiver whose error page repeats the request's headers does not carry
+// a route header's value back into the result (and so into last_error):
+// the API never echoes a route's headers (a black-box review found the
+// Authorization value in a job's last_error). Single, pipelined and
+// batched deliveries alike.
+func TestAnswerDoesNotEchoRouteHeaders(t *testing.T) {
+	const secret = "hdr-secret-XYZZY-0123"
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(400)
+		fmt.Fprintf(w, "auth=%s tenant=%s token-alone=%s", r.Header.Get("Authorization"), r.Header.Get("X-Tenant"), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	}
+	srv, _ := newServer(t, echo)
+	c := newClient(t, Options{})
+	headers := map[string]string{"Authorization": "Bearer " + secret, "X-Tenant": "acme-tenant"}
+	check := func(name, snippet string) {
+		t.Helper()
+		if strings.Contains(snippet, secret) || strings.Contains(snippet, "acme-tenant") || !strings.Contains(snippet, "auth=REDACTED") {
+			t.Errorf("%s: the answer kept %q", name, snippet)
+		}
+	}
+	for _, pipeline := range []bool{false, true} {
+		r := testRequest(srv.URL)
+		r.Headers, r.Pipeline = headers, pipeline
+		res := c.Deliver(context.Background(), r)
+		if res.StatusCode != 400 {
+			t.Fatalf("Deliver = %+v", res)
+		}
+		check(fmt.Sprintf("pipeline=%t", pipeline), res.BodySnippet)
+	}
+	res := c.DeliverBatch(context.Background(), &BatchRequest{URL: srv.URL, Headers: headers, Jobs: batchJobs(2), Timeout: 5 * time.Second, Now: time.Now()})
+	if res.StatusCode != 400 {
+		t.Fatalf("DeliverBatch = %+v", res.Result)
+	}
+	check("batch", res.BodySnippet)
+}
+
+func TestRedact(t *testing.T) {
+	secrets := headerSecrets(map[string]string{"Authorization": "Bearer abcdefgh12345678", "X-Short": "ab"})
+	for _, c := range []struct{ in, want string }{
+		{"auth=Bearer abcdefgh12345678 ok", "auth=REDACTED ok"},
+		{"token abcdefgh12345678", "token REDACTED"},
+		{"X-Short: ab", "X-Short: ab"}, // too short to tell from text
+		{"cut at the limit: abcdefgh1234", "cut at the limit: REDACTED…"},
+		{"nothing here", "nothing here"},
+	} {
+		if got := redact(c.in, secrets); got != c.want {
+			t.Errorf("redact(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -183,4 +185,45 @@ func snippet(b []byte) string {
 		i += size
 	}
 	return string(out)
+}
+
+// headerSecrets lists what a receiver's answer must not carry back into
+// last_error from a route's headers: each header value, and each of its
+// words of 8 bytes or more (the token of "Bearer <token>"). A receiver or
+// proxy whose error page repeats the request's headers (a black-box
+// review: "auth=Bearer …" in a 400's body) otherwise hands any reader of
+// the job a secret the API never echoes. nil without headers.
+func headerSecrets(h map[string]string) []string {
+	var out []string
+	for _, v := range h {
+		if len(v) >= 4 {
+			out = append(out, v)
+		}
+		for _, w := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == ';' || r == '=' }) {
+			if len(w) >= 8 && w != v {
+				out = append(out, w)
+			}
+		}
+	}
+	// Longest first: a value is replaced whole before its words are.
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// redact replaces every secret in s by "REDACTED", and a tail of s that
+// begins a secret (the snippet was cut inside it) by "REDACTED…".
+func redact(s string, secrets []string) string {
+	for _, x := range secrets {
+		if strings.Contains(s, x) {
+			s = strings.ReplaceAll(s, x, "REDACTED")
+		}
+	}
+	for _, x := range secrets {
+		for n := min(len(x)-1, len(s)); n >= 4; n-- {
+			if strings.HasSuffix(s, x[:n]) {
+				return s[:len(s)-n] + "REDACTED…"
+			}
+		}
+	}
+	return s
 }
