@@ -126,6 +126,11 @@ func loadSecurity(c *Config, log *slog.Logger) (*security, error) {
 				s.localIPs = append(s.localIPs, pf.Addr().Unmap())
 			}
 		}
+	} else {
+		// A sandbox without netlink (systemd's RestrictAddressFamilies
+		// without AF_NETLINK) refuses the listing: with a wildcard
+		// --http-addr, this machine's other addresses then reach the API.
+		log.Warn("cannot list this machine's network addresses: a callback to one of them reaching this node's own wildcard listeners is not refused (allow AF_NETLINK in a sandbox)", "error", err)
 	}
 	return s, nil
 }
