@@ -174,6 +174,8 @@ func (d *deliverer) DeliverBatch(ctx context.Context, x *slot.BatchDelivery) []s
 		case webhook.OutcomeRetry:
 			out[i] = slot.DeliveryResult{StatusCode: 0, Err: errBatchRetry}
 			switch {
+			case errors.Is(jr.Err, webhook.ErrUnknownOutcome):
+				out[i].Err = jr.Err // not the receiver's "retry"
 			case jr.Err != nil:
 				out[i].Err = fmt.Errorf("%w (its wait was ignored: %v)", errBatchRetry, jr.Err)
 			case jr.RescheduleIn > 0:

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +18,8 @@ import (
 	cw "github.com/timemachine-db/timemachine/client/webhook"
 	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
+	"github.com/timemachine-db/timemachine/rpc/webhook"
+	"github.com/timemachine-db/timemachine/slot"
 )
 
 const deliverySecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -470,4 +475,29 @@ func TestInFlightCapMetaLeaderLost(t *testing.T) {
 	tc.kill(leader)
 	o.waitAll(t, jobs)
 	t.Logf("meta leader %d killed after %d deliveries; at most %d requests open at once", leader, at, o.maxOpen())
+}
+
+// A batch answer's entry with an unknown outcome retries its job with a
+// last_error that names the bad outcome, not as if the receiver had said
+// "retry" (a black-box review); a real "retry" still says so.
+func TestBatchUnknownOutcomeIsNotARetryAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"results":[{"id":"a","collection":"c","outcome":"bogus"},{"id":"b","collection":"c","outcome":"retry"}]}`)
+	}))
+	defer srv.Close()
+	wc := webhook.New(webhook.Options{})
+	defer wc.Close()
+	d := newDeliverer(wc, nil)
+	jobs := []*model.Job{{ID: "a", Collection: "c", TriggerTime: 1}, {ID: "b", Collection: "c", TriggerTime: 1}}
+	res := d.DeliverBatch(context.Background(), &slot.BatchDelivery{URL: srv.URL, Jobs: jobs, Attempts: []int64{1, 1}, Timeout: 5 * time.Second, Now: time.Now()})
+	if len(res) != 2 || res[0].Err == nil || res[1].Err == nil {
+		t.Fatalf("results %+v", res)
+	}
+	if msg := res[0].Err.Error(); strings.Contains(msg, `said "retry"`) || !strings.Contains(msg, "bogus") {
+		t.Errorf("unknown outcome: last_error %q", msg)
+	}
+	if msg := res[1].Err.Error(); !strings.Contains(msg, `said "retry"`) {
+		t.Errorf("retry: last_error %q", msg)
+	}
 }

@@ -434,3 +434,53 @@ func TestLanesAskAgainForAnEarlierJob(t *testing.T) {
 		t.Fatalf("fired %v, want early then late", got)
 	}
 }
+
+// A job that would take a route's last token or last in-flight place
+// waits until it has been due orderGrace, so that a job due a moment
+// earlier, handed over a moment later by another slot's scheduler, goes
+// first (trigger order). A limit with room to spare releases at once.
+func TestLanesOrderGrace(t *testing.T) {
+	t0 := time.UnixMilli(1_800_000_000_000)
+	job := func(id string, due time.Time) *pending {
+		ms := due.UnixMilli()
+		return &pending{e: storage.DueEntry{Due: ms, Coll: "c", ID: id}, j: &model.Job{ID: id, DueTime: ms}}
+	}
+	for _, c := range []struct {
+		name  string
+		route model.Route
+		grace bool
+	}{
+		{"the last token", model.Route{Name: "r", RateLimit: model.RateLimit{PerSecond: 1, Burst: 1}}, true},
+		{"the last in-flight place", model.Route{Name: "r", MaxInFlight: 1}, true},
+		{"tokens to spare", model.Route{Name: "r", RateLimit: model.RateLimit{PerSecond: 100, Burst: 10}}, false},
+		{"places to spare", model.Route{Name: "r", MaxInFlight: 10}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := NewLanes(LanesConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			ln := &lane{name: "r", route: c.route, wake: make(chan struct{}, 1)}
+			ln.q.push(job("later", t0.Add(time.Millisecond)))
+			now := t0.Add(1500 * time.Microsecond)
+			batch, _, _, wait := l.next(ln, now)
+			if !c.grace {
+				if len(batch) != 1 || batch[0].e.ID != "later" {
+					t.Fatalf("released %v (wait %v), want the job at once", batch, wait)
+				}
+				return
+			}
+			if batch != nil || wait <= 0 || wait > orderGrace {
+				t.Fatalf("released %v, wait %v: want a wait within orderGrace", batch, wait)
+			}
+			// The earlier job arrives from another slot's scheduler.
+			ln.q.push(job("earlier", t0))
+			now = t0.Add(2 * time.Millisecond)
+			if batch, _, _, wait = l.next(ln, now); batch != nil || wait != orderGrace-2*time.Millisecond {
+				t.Fatalf("released %v, wait %v: want the earlier job's grace left (3ms)", batch, wait)
+			}
+			now = t0.Add(orderGrace)
+			batch, _, _, _ = l.next(ln, now)
+			if len(batch) != 1 || batch[0].e.ID != "earlier" {
+				t.Fatalf("released %v, want the earlier job first", batch)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -277,12 +278,16 @@ func parseBatchAnswer(body []byte, complete bool, readErr error, jobs []BatchJob
 		case OutcomeFail:
 		default:
 			jr.Outcome = OutcomeRetry
-			jr.Err = fmt.Errorf("unknown outcome %q (want ok, retry or fail); retried", clip([]byte(r.Outcome)))
+			jr.Err = fmt.Errorf("%w %q (want ok, retry or fail); retried", ErrUnknownOutcome, clip([]byte(r.Outcome)))
 		}
 		out[i] = jr
 	}
 	return out, nil
 }
+
+// ErrUnknownOutcome marks a batch answer's entry whose "outcome" is none
+// of ok, retry and fail: the job is retried, and its last_error says why.
+var ErrUnknownOutcome = errors.New("the batch answer gave this job an unknown outcome")
 
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
