@@ -235,7 +235,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		CompactStorage: func(ctx context.Context) error { return n.db.Compact(ctx, []byte{0}, []byte{0xff, 0xff}) },
 		// Heard: tracked by the liveness check (every node of the table
 		// but those that left) and not judged dead.
-		Hears:       func(id string) bool { return n.live.Addr(id) != "" && !n.live.Dead(id) },
+		Hears: func(id string) bool { return n.live.Addr(id) != "" && !n.live.Dead(id) },
 		Unreachable: func(id string) bool {
 			return n.live.Addr(id) != "" && n.live.Dead(id) && n.live.Silent(id) >= unreachableAfter
 		},
