@@ -52,7 +52,7 @@ test: build lint-deploy
 	TIMEMACHINE_UI=auto $(GOTEST) -count=1 -timeout 12m ./e2e/...
 	$(GOTEST) -count=1 -timeout 10m ./internal/nemesis/runner/
 
-# The short nemesis alone (~85 s, 13 cycles of faults on real processes in
+# The short nemesis alone (~85 s, 14 cycles of faults on real processes in
 # network namespaces, every history checker; docs/reliability.md). Part of
 # `make test`.
 nemesis-short: build

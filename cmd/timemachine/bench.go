@@ -80,6 +80,11 @@ how late (or early) each callback arrived.`,
 				} else {
 					fmt.Fprintln(cmd.OutOrStdout(), rep.String())
 				}
+				if err == nil && rep.JobsRequested > 0 && rep.JobsCreated == 0 {
+					// A run that measured nothing is not a success (a
+					// callback policy refusing the receiver's address, say).
+					return fmt.Errorf("no job was created: all %d creates failed (the report above counts the errors)", rep.JobsRequested)
+				}
 			}
 			return err
 		},

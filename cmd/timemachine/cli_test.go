@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -468,5 +469,26 @@ func TestBodyMustBeAnObject(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errs, "not a JSON object") {
 			t.Errorf("--body %q: exit %d, stderr %q", body, code, errs)
 		}
+	}
+}
+
+// A bench run in which every create failed exits non-zero, after its
+// report (a black-box review: a callback policy refusing the receiver's
+// address made every create a 400, and bench exited 0).
+func TestBenchFailsWhenNothingWasCreated(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPut {
+			w.WriteHeader(201)
+			io.WriteString(w, `{"name":"bench"}`)
+			return
+		}
+		w.WriteHeader(400)
+		io.WriteString(w, `{"error":{"code":"invalid_argument","message":"callback to 127.0.0.1 refused by the callback egress policy"}}`)
+	}))
+	defer srv.Close()
+	out, errs, code := runCLI(t, "bench", "--addr", srv.URL, "--jobs", "5", "--concurrency", "2", "--create-only")
+	if code == 0 || !strings.Contains(errs, "no job was created") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 }
