@@ -50,6 +50,11 @@ type Config struct {
 	Timing raftgroup.Timing
 	// Clock replaces time.Now (tests).
 	Clock func() time.Time
+	// OnFatal, if set, also hears what Node.Fatal delivers, from the
+	// moment Start begins: a storage failure while Start opens the
+	// stores (a full disk, a corrupt file) leaves Start blocked inside
+	// Pebble, before the caller holds the node to read Fatal.
+	OnFatal func(error)
 	// MaintenanceInterval paces retention cleanup (default 30s).
 	MaintenanceInterval time.Duration
 	// FailureGrace is how long a failed node keeps its replicas before they

@@ -379,7 +379,12 @@ func (n *Node) Service() *service.Service { return n.svc }
 func (n *Node) Fatal() <-chan error { return n.fatal }
 
 func (n *Node) onFatal(err error) {
-	n.fatalOnce.Do(func() { n.fatal <- err })
+	n.fatalOnce.Do(func() {
+		n.fatal <- err
+		if n.cfg.OnFatal != nil {
+			n.cfg.OnFatal(err)
+		}
+	})
 }
 
 // Ready reports nil when the node is in the cluster, every slot has a

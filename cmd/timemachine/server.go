@@ -120,15 +120,83 @@ func fatalExit(err error) (code int, closeFirst bool) {
 	return 1, true
 }
 
+// startNode starts the node while watching for a storage failure and for
+// signals. Pebble failing while it opens (a full disk, a corrupt table)
+// blocks Start inside Pebble for good: the process hung, ignoring SIGTERM,
+// instead of exiting 70 (a black-box review). Now a failure during the
+// start exits with fatalExit's code. A signal during the start stops the
+// node cleanly once it has started (errStoppedWhileStarting); a second
+// one, or a start still under way 30 s later, exits at once (the stores
+// recover from an unclean stop, and this process acknowledged nothing).
+func startNode(start func(node.Config) (*node.Node, error), cfg node.Config, sig <-chan os.Signal, log *slog.Logger) (*node.Node, error) {
+	early := make(chan error, 1)
+	cfg.OnFatal = func(err error) {
+		select {
+		case early <- err:
+		default:
+		}
+	}
+	type started struct {
+		n   *node.Node
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		n, err := start(cfg)
+		done <- started{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case err := <-early:
+		return nil, startFatal(err)
+	case s := <-sig:
+		log.Info("signal received while starting; stopping cleanly once started (send it again to exit at once)", "signal", s.String())
+		select {
+		case r := <-done:
+			if r.err != nil {
+				return nil, r.err
+			}
+			if err := r.n.Close(); err != nil {
+				return nil, err
+			}
+			return nil, errStoppedWhileStarting
+		case err := <-early:
+			return nil, startFatal(err)
+		case <-sig:
+		case <-time.After(startStopWait):
+		}
+		log.Warn("exiting without a clean stop while starting; nothing acknowledged is lost")
+		return nil, &exitError{code: 1, err: fmt.Errorf("stopped by %s while starting", s)}
+	}
+}
+
+// startFatal is the exit of a storage failure during the start.
+func startFatal(err error) error {
+	code, _ := fatalExit(err)
+	return &exitError{code: code, err: fmt.Errorf("storage failure while starting, node stopped: %w", err)}
+}
+
+// errStoppedWhileStarting: a signal came during the start, and the node
+// stopped cleanly once started (exit 0).
+var errStoppedWhileStarting = errors.New("stopped while starting")
+
+// startStopWait bounds how long a signal during the start waits for the
+// start to finish before the process exits without a clean stop.
+var startStopWait = 30 * time.Second
+
 // runServer runs a node until SIGINT/SIGTERM (a clean stop, exit 0) or a
 // storage failure (exit 70 or 1, see fatalExit).
 func runServer(cfg node.Config, log *slog.Logger) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	n, err := node.Start(cfg)
+	n, err := startNode(node.Start, cfg, sig, log)
 	if ce := (*node.ConfigError)(nil); errors.As(err, &ce) {
 		return usageErr(err)
+	}
+	if errors.Is(err, errStoppedWhileStarting) {
+		return nil
 	}
 	if err != nil {
 		return err
