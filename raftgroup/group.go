@@ -1224,7 +1224,12 @@ func (g *Group) LeaveLeadership(timeout time.Duration) {
 	}
 	if err := g.handOffGap("hand leadership away", g.raft.LeadershipTransfer, timeout, false); err != nil {
 		g.cfg.Logger.Info("leadership transfer did not happen", "group", g.cfg.Name, "error", err)
+		return
 	}
+	// A routine move, said at INFO (API.md §5): the stop's log named no
+	// slot it handed away, nor to whom (a black-box review).
+	to, _ := g.Leader()
+	g.cfg.Logger.Info("handed leadership away", "group", g.cfg.Name, "to", to)
 }
 
 // TransferTo hands leadership to a given voter, as a planned transfer.

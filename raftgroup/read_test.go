@@ -74,6 +74,12 @@ func TestReadReadyAfterTheBarrier(t *testing.T) {
 // first.
 func openPair(t *testing.T, timing Timing) (leader, follower *Group) {
 	t.Helper()
+	return openPairLogged(t, timing, io.Discard)
+}
+
+// openPairLogged is openPair with both replicas logging to w.
+func openPairLogged(t *testing.T, timing Timing, w io.Writer) (leader, follower *Group) {
+	t.Helper()
 	var gs []*Group
 	var servers []raft.Server
 	for i := 1; i <= 2; i++ {
@@ -83,7 +89,7 @@ func openPair(t *testing.T, timing Timing) (leader, follower *Group) {
 		}
 		id := "n" + string(rune('0'+i))
 		g, err := Open(Config{Name: "slot-0", NodeID: id, Dir: filepath.Join(t.TempDir(), id), Stream: tcpStream{ln}, FSM: nopFSM{},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timing: timing})
+			Logger: slog.New(slog.NewTextHandler(w, nil)), Timing: timing})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,10 @@
 package raftgroup
 
 import (
+	"bytes"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -28,4 +31,37 @@ func TestNoSecondTransferRightAfterAFailedOne(t *testing.T) {
 	if leader.IsLeader() {
 		t.Fatal("LeaveLeadership right after a failed transfer kept leadership")
 	}
+}
+
+// A leadership handed away (a node stopping) is logged at INFO with the
+// group and its new leader: a routine move (API.md §5), which the stop's
+// log did not name before (a black-box review).
+func TestLeaveLeadershipLogsTheHandOff(t *testing.T) {
+	var buf syncBuffer
+	leader, _ := openPairLogged(t, Timing{}, &buf)
+	leader.LeaveLeadership(5 * time.Second)
+	if leader.IsLeader() {
+		t.Fatal("LeaveLeadership kept leadership")
+	}
+	if out := buf.String(); !strings.Contains(out, `msg="handed leadership away"`) || !strings.Contains(out, "level=INFO") || !strings.Contains(out, "group="+leader.cfg.Name) {
+		t.Fatalf("log: %q", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
