@@ -58,6 +58,7 @@ type DB struct {
 	dir     string
 	log     *slog.Logger
 	onFatal func(error)
+	disk    *diskWatch
 }
 
 // Open opens (creating if needed) the Pebble database in dir.
@@ -113,12 +114,13 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open storage at %s: %w (if the files are corrupt, stop the node, move the data directory aside and restore it from a replica or a backup)", dir, err)
 	}
-	return &DB{pdb: pdb, dir: dir, log: lg, onFatal: o.OnFatal}, nil
+	return &DB{pdb: pdb, dir: dir, log: lg, onFatal: o.OnFatal, disk: startDiskWatch(dir, lg, statfsFree)}, nil
 }
 
 // Close flushes nothing extra: every acknowledged write is in a raft log,
 // so an unflushed memtable is replayed from there after a restart.
 func (d *DB) Close() error {
+	d.disk.close()
 	if err := d.pdb.Close(); err != nil {
 		return fmt.Errorf("close storage: %w", err)
 	}
