@@ -198,6 +198,11 @@ func runServer(cfg node.Config, log *slog.Logger) error {
 	if errors.Is(err, errStoppedWhileStarting) {
 		return nil
 	}
+	if errors.Is(err, storage.ErrCorruptLog) {
+		// A damaged raft log: restarting cannot help (exit 70, which the
+		// systemd unit does not restart after), the message says what can.
+		return &exitError{code: exitStorageFatal, err: err}
+	}
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/timemachine-db/timemachine/node"
 	"github.com/timemachine-db/timemachine/storage"
@@ -66,5 +71,46 @@ func TestStartNodeDoesNotHang(t *testing.T) {
 	sig <- syscall.SIGTERM
 	if _, err := startNode(ok, node.Config{}, sig, quiet); err == nil || err.Error() != "bad flag" {
 		t.Fatalf("a start that failed on its own: %v", err)
+	}
+}
+
+// A node whose slot raft log is damaged refuses to start with exit 70
+// (restarting cannot help; systemd does not restart after 70) and a
+// message naming the file and what to do.
+func TestServerRefusesADamagedRaftLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "raft", "slots.db")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := storage.OpenRaftLogDB(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := db.Group("slot-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte("entry-to-damage")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(raw, []byte("entry-to-damage"))
+	if at < 0 {
+		t.Fatal("entry not found")
+	}
+	raw[at] ^= 0x20
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := runCLI(t, "server", "--node-id", "x1", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--bind-addr", "127.0.0.1:0", "--serf-addr", "127.0.0.1:0")
+	if code != exitStorageFatal || !strings.Contains(errs, path) || !strings.Contains(errs, "checksum mismatch") {
+		t.Fatalf("exit %d, stderr %s", code, errs)
 	}
 }
