@@ -1,12 +1,12 @@
 package raftgroup
 
 import (
-	"bytes"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 // After a planned transfer that failed, the replica starts no other for
@@ -37,7 +37,7 @@ func TestNoSecondTransferRightAfterAFailedOne(t *testing.T) {
 // group and its new leader: a routine move (API.md §5), which the stop's
 // log did not name before (a black-box review).
 func TestLeaveLeadershipLogsTheHandOff(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	leader, _ := openPairLogged(t, Timing{}, &buf)
 	leader.LeaveLeadership(5 * time.Second)
 	if leader.IsLeader() {
@@ -46,22 +46,4 @@ func TestLeaveLeadershipLogsTheHandOff(t *testing.T) {
 	if out := buf.String(); !strings.Contains(out, `msg="handed leadership away"`) || !strings.Contains(out, "level=INFO") || !strings.Contains(out, "group="+leader.cfg.Name) {
 		t.Fatalf("log: %q", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

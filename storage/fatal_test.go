@@ -1,37 +1,20 @@
 package storage
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Pebble's fatal errors reach the node as an error wrapping ErrFatal,
 // after the message that tells an operator what to do; storage itself
 // never exits, and never returns into Pebble.
 func TestFatalfReportsAndNeverReturns(t *testing.T) {
-	var log lockedBuf
+	var log testutil.SyncBuffer
 	got := make(chan error, 1)
 	p := pebbleLogger{l: slog.New(slog.NewTextHandler(&log, nil)), onFatal: func(err error) { got <- err }}
 	returned := make(chan struct{})

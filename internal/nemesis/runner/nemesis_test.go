@@ -1,19 +1,18 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/timemachine-db/timemachine/internal/nemesis/fault"
 	"github.com/timemachine-db/timemachine/internal/nemesis/workload"
+	"github.com/timemachine-db/timemachine/internal/testutil"
 )
 
 // serverBinary is $TIMEMACHINE_BIN, else bin/timemachine of the module
@@ -51,24 +50,6 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// syncBuffer collects the run's progress for the test log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestNemesisShort is the short nemesis: a 3-node cluster, one cycle of
 // every fault (each held at most 3 s), the whole workload and every
 // checker. Any violation fails it. Without network namespaces (not root)
@@ -93,7 +74,7 @@ func TestNemesisShort(t *testing.T) {
 	if out == "" {
 		out = t.TempDir()
 	}
-	progress := &syncBuffer{}
+	progress := &testutil.SyncBuffer{}
 	cfg := Config{Bin: serverBinary(t), Out: out, Seed: seed, Nodes: 3, Cycles: len(fault.All), Kinds: fault.All,
 		MaxHold: 3 * time.Second, Clients: 4, Network: "auto", Policy: workload.DefaultPolicy, Progress: progress}
 	cfg.Command = "TIMEMACHINE_NEMESIS_SEED=" + strconv.FormatUint(seed, 10) + " go test -count=1 -run TestNemesisShort ./internal/nemesis/runner/"
