@@ -10,12 +10,17 @@ import (
 	"strconv"
 )
 
-// need refuses an empty path parameter before anything is sent: the
-// request would otherwise address another endpoint (GET …/jobs/ is the
-// list, not a job).
+// need refuses a path parameter that would address another endpoint
+// before anything is sent: an empty one (GET …/jobs/ is the list, not a
+// job), and "." or "..", which URL escaping leaves as they are and which
+// any HTTP stack on the way may resolve as a dot segment (a DELETE of job
+// ".." would be a DELETE of its collection). No id or name may be either.
 func need(what, v string) error {
-	if v == "" {
+	switch v {
+	case "":
 		return fmt.Errorf("timemachine client: the %s is empty", what)
+	case ".", "..":
+		return fmt.Errorf("timemachine client: the %s %q is not valid: \".\" and \"..\" are path segments, not names", what, v)
 	}
 	return nil
 }

@@ -442,8 +442,9 @@ func TestRequestShapes(t *testing.T) {
 	}
 }
 
-// TestEmptyPathParameters: an empty name would address another endpoint
-// (GET …/jobs/ is the list), so it is refused before anything is sent.
+// TestEmptyPathParameters: an empty name, ".", or ".." would address
+// another endpoint (GET …/jobs/ is the list), so it is refused before
+// anything is sent.
 func TestEmptyPathParameters(t *testing.T) {
 	f := newFake(t, fixed(200, jobAnswer))
 	c := newClient(t, []string{f.addr()})
@@ -474,6 +475,14 @@ func TestEmptyPathParameters(t *testing.T) {
 			}
 			return nil
 		}(),
+		// Dot segments: escaping leaves them as they are, and a stack on
+		// the way may resolve them (job ".." would be its collection).
+		c.DeleteJob(ctx, "c", ".."),
+		c.DeleteJob(ctx, "c", "."),
+		func() error { _, err := c.GetJob(ctx, "..", "j"); return err }(),
+		c.DeleteSchedule(ctx, "c", ".."),
+		c.DeleteRoute(ctx, ".."),
+		func() error { _, err := c.Drain(ctx, ".."); return err }(),
 	}
 	for i, err := range errs {
 		if err == nil {

@@ -802,3 +802,49 @@ func TestBatchRefusedItemKeepsNoMadeUpID(t *testing.T) {
 		t.Fatalf("the refused item: %+v, want status 400 and no id", out.Results[1])
 	}
 }
+
+// A path segment is only ever a segment: an id of ".." (plain or
+// percent-encoded) or one holding an encoded '/' reaches its handler as
+// that id and is refused, never resolved into the collection or route it
+// would climb to. Before, fasthttp's normalised path did that, and a
+// DELETE of job ".." deleted the collection with all its jobs (a
+// black-box review).
+func TestDotSegmentsNeverClimb(t *testing.T) {
+	for _, c := range []struct {
+		method, uri string
+		status      int
+	}{
+		{"DELETE", jobsURI + "/..", 400},
+		{"DELETE", jobsURI + "/%2E%2E", 400},
+		{"DELETE", jobsURI + "/%2e%2e", 400},
+		{"DELETE", jobsURI + "/.", 400},
+		{"DELETE", jobsURI + "/a%2F..%2F..", 400},
+		{"GET", jobsURI + "/..", 400},
+		{"GET", jobsURI + "/a%2Fb", 400},
+		{"PUT", jobsURI + "/%2E%2E", 400},
+		{"DELETE", "/v1/collections/orders/schedules/..", 400},
+		{"PUT", "/v1/collections/orders/schedules/%2E%2E", 400},
+		{"DELETE", "/v1/collections/orders/jobs/%2E%2E/%2E%2E/%2E%2E/routes/r", 404},
+		{"DELETE", "/v1/collections/orders/jobs/../../../routes/r", 404},
+		{"DELETE", "/v1/routes/x/..", 404},
+		{"DELETE", "/v1/collections/..", 400},
+	} {
+		f := &fakeBackend{}
+		r := do(newTestServer(f).Handler(), c.method, c.uri, `{}`)
+		if r.status != c.status {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.uri, r.status, r.body, c.status)
+			continue
+		}
+		r.errorBody(t)
+		if calls := f.called(); len(calls) != 0 {
+			t.Errorf("%s %s reached the backend: %v", c.method, c.uri, calls)
+		}
+	}
+	// What percent-encoding may spell still arrives decoded, once.
+	f := &fakeBackend{}
+	h := newTestServer(f).Handler()
+	do(h, "DELETE", jobsURI+"/a%40b%2B1%3Ax", "")
+	if f.deletedJob != [2]string{"orders", "a@b+1:x"} {
+		t.Fatalf("DELETE of an encoded id: backend saw %v", f.deletedJob)
+	}
+}

@@ -105,12 +105,19 @@ const maxSegs = 8
 
 // match finds the endpoint of the request's path and the handler of its
 // method. It returns a nil endpoint for an unknown path and a nil handler
-// for a known path with a wrong method. Path parameters are copied out of
-// fasthttp's buffer (fasthttp has already percent-decoded and normalised
-// the path). One trailing slash is tolerated.
+// for a known path with a wrong method. One trailing slash is tolerated.
+//
+// It splits the path as the client sent it (fasthttp's PathOriginal) and
+// percent-decodes each segment on its own, never the path as a whole:
+// fasthttp's Path() is decoded and then normalised, which resolves dot
+// segments — a DELETE of job ".." (or "%2E%2E", or "a%2F..%2F..") would
+// address the collection itself and delete it with all its jobs. Here a
+// segment is only ever a segment: ".." or "a/b" reaches the handler as
+// the id it names, which refuses it (400), and no request can climb out
+// of the endpoint its path spells. The parameters are copies.
 func match(ctx *fasthttp.RequestCtx) (*endpoint, *handler, [2]string) {
 	var params [2]string
-	path := ctx.Path()
+	path := ctx.URI().PathOriginal()
 	if len(path) > 1 && path[len(path)-1] == '/' {
 		path = path[:len(path)-1]
 	}
@@ -142,7 +149,7 @@ func match(ctx *fasthttp.RequestCtx) (*endpoint, *handler, [2]string) {
 		p := 0
 		for i, s := range ep.segs {
 			if isParam(s) {
-				params[p] = string(segs[i]) // copies
+				params[p] = unescapeSeg(segs[i]) // copies
 				p++
 			}
 		}
@@ -155,6 +162,36 @@ func match(ctx *fasthttp.RequestCtx) (*endpoint, *handler, [2]string) {
 		return ep, nil, params
 	}
 	return nil, nil, params
+}
+
+// unescapeSeg percent-decodes one path segment. A '%' not followed by two
+// hex digits is kept as it is (as fasthttp does; no id or name may hold
+// one, so the handler refuses it by name). '+' stays '+': it is a plain
+// character in a path, and ids may contain it.
+func unescapeSeg(b []byte) string {
+	if bytes.IndexByte(b, '%') < 0 {
+		return string(b)
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '%' && i+2 < len(b) && isHex(b[i+1]) && isHex(b[i+2]) {
+			out = append(out, unhex(b[i+1])<<4|unhex(b[i+2]))
+			i += 2
+			continue
+		}
+		out = append(out, b[i])
+	}
+	return string(out)
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 func segsMatch(pattern []string, segs [][]byte) bool {

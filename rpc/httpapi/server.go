@@ -321,7 +321,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	}
 	ep, h, params := match(ctx)
 	if ep == nil {
-		writeError(ctx, model.NotFound("no such endpoint: %s %s; GET /v1/openapi.json lists the endpoints", ctx.Method(), clip(string(ctx.Path()))))
+		writeError(ctx, model.NotFound("no such endpoint: %s %s; GET /v1/openapi.json lists the endpoints", ctx.Method(), clip(string(ctx.URI().PathOriginal()))))
 		return
 	}
 	if h == nil {
