@@ -67,3 +67,38 @@ func decodeCursor(s string) (*model.ListPos, error) {
 	}
 	return &model.ListPos{Trigger: t, ID: id}, nil
 }
+
+// The schedule list's cursor is opaque too: base64url (no padding) of
+// cursorSchedV1 and the last id of the page. Until 2026-11-28 it was the
+// bare id, so any id-shaped string — a corrupted cursor, "zzz" — was taken
+// as a position and answered an empty last page where a client should
+// have been told its cursor is wrong. A bare-id cursor is now a 400: a
+// client paging across that upgrade starts its list again.
+const cursorSchedV1 = 2
+
+// encodeScheduleCursor renders the position after schedule id.
+func encodeScheduleCursor(id string) string {
+	return cursorEncoding.EncodeToString(append([]byte{cursorSchedV1}, id...))
+}
+
+// decodeScheduleCursor is the inverse of encodeScheduleCursor; it never
+// panics and refuses what encodeScheduleCursor cannot have produced.
+func decodeScheduleCursor(s string) (string, error) {
+	if s == "" || len(s) > maxCursorLen {
+		return "", errBadCursor
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return "", errBadCursor
+		}
+	}
+	b, err := cursorEncoding.DecodeString(s)
+	if err != nil || len(b) < 2 || b[0] != cursorSchedV1 {
+		return "", errBadCursor
+	}
+	id := string(b[1:])
+	if model.CheckScheduleID(id) != nil {
+		return "", errBadCursor
+	}
+	return id, nil
+}

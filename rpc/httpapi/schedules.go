@@ -137,16 +137,28 @@ func (s *Server) parseSchedule(coll string, o object) (spec model.ScheduleSpec, 
 }
 
 // hashSchedule identifies a schedule spec as given: a PUT of the same spec
-// again changes nothing (and keeps next_fire_at).
+// again changes nothing (and keeps next_fire_at). What a GET renders for a
+// default is the same spec as leaving it out — "timezone":"UTC" and
+// "meta":{} — and a meta is hashed in its canonical form, as a job's is
+// (canonicalMeta): a read-modify-write that PUTs back what GET answered
+// must not count as a change, which would restart an "every" schedule's
+// count and drop the occurrence created ahead. (Before 2026-11-28 both
+// were hashed as given: the first such PUT after that upgrade of a
+// schedule written with them bumps its version once.)
 func hashSchedule(s *model.ScheduleSpec) uint64 {
-	buf := make([]byte, 0, 128+len(s.Meta))
+	tz := s.Timezone
+	if tz == "UTC" {
+		tz = ""
+	}
+	meta := canonicalMeta(s.Meta)
+	buf := make([]byte, 0, 128+len(meta))
 	buf = hashStr(buf, s.Cron)
 	buf = binary.AppendVarint(buf, s.EveryMs)
-	buf = hashStr(buf, s.Timezone)
+	buf = hashStr(buf, tz)
 	buf = hashStr(buf, s.CallbackURL)
 	buf = hashStr(buf, s.Route)
-	buf = binary.AppendUvarint(buf, uint64(len(s.Meta)))
-	buf = append(buf, s.Meta...)
+	buf = binary.AppendUvarint(buf, uint64(len(meta)))
+	buf = append(buf, meta...)
 	buf = binary.AppendVarint(buf, s.Retry.MaxAttempts)
 	buf = binary.AppendVarint(buf, s.Retry.InitialIntervalMs)
 	buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(s.Retry.Multiplier))
@@ -294,7 +306,7 @@ func (s *Server) deleteSchedule(r *request) {
 }
 
 // listSchedules is GET /v1/collections/{c}/schedules?limit=&cursor=. The
-// cursor is the last id of the previous page.
+// cursor holds the last id of the previous page (encodeScheduleCursor).
 func (s *Server) listSchedules(r *request) {
 	coll, e := collParam(r)
 	if e != nil {
@@ -317,11 +329,12 @@ func (s *Server) listSchedules(r *request) {
 			}
 			limit = n
 		case "cursor":
-			after = string(v)
-			if e := model.CheckScheduleID(after); e != nil {
-				writeError(r.ctx, model.Invalid("cursor: pass next_cursor from the previous page unchanged, or leave it out to start at the beginning"))
+			id, err := decodeScheduleCursor(string(v))
+			if err != nil {
+				writeError(r.ctx, model.Invalid("cursor: %v: pass next_cursor from the previous page unchanged, or leave it out to start at the beginning", err))
 				return
 			}
+			after = id
 		default:
 			writeError(r.ctx, model.Invalid("unknown query parameter %q; the parameters are: limit, cursor", clip(string(k))))
 			return
@@ -344,7 +357,7 @@ func (s *Server) listSchedules(r *request) {
 	out = append(out, ']')
 	next := ""
 	if more && len(list) > 0 {
-		next = list[len(list)-1].ID
+		next = encodeScheduleCursor(list[len(list)-1].ID)
 	}
 	out = appendStrField(out, "next_cursor", next)
 	writeJSON(r.ctx, fasthttp.StatusOK, append(out, '}'))

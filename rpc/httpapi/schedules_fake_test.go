@@ -14,6 +14,7 @@ type scheduleFake struct {
 	putIfMatch   uint64
 	redriveIDs   []string
 	redriveRange [2]int64
+	listAfter    string
 }
 
 func (f *fakeBackend) sched() *scheduleFake { return &f.sf }
@@ -44,6 +45,7 @@ func (f *fakeBackend) DeleteSchedule(context.Context, string, string) error {
 
 func (f *fakeBackend) ListSchedules(_ context.Context, coll, after string, limit int) ([]model.ScheduleView, bool, error) {
 	f.record("ListSchedules")
+	f.sf.listAfter = after
 	return []model.ScheduleView{{Schedule: &model.Schedule{Collection: coll, ID: "a", Spec: model.ScheduleSpec{EveryMs: 1000}}}}, true, f.err
 }
 

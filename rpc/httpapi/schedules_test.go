@@ -3,6 +3,8 @@ package httpapi
 import (
 	"strings"
 	"testing"
+
+	"github.com/timemachine-db/timemachine/model"
 )
 
 func TestPutScheduleValidates(t *testing.T) {
@@ -63,8 +65,18 @@ func TestPutScheduleRoundTrip(t *testing.T) {
 		t.Fatal("the same spec put back hashes differently")
 	}
 	l := do(h, "GET", "/v1/collections/c/schedules?limit=1", "")
-	if l.status != 200 || !strings.Contains(string(l.body), `"next_cursor":"a"`) || !strings.Contains(string(l.body), `"every":"1s"`) {
+	if l.status != 200 || !strings.Contains(string(l.body), `"next_cursor":"`+encodeScheduleCursor("a")+`"`) || !strings.Contains(string(l.body), `"every":"1s"`) {
 		t.Fatalf("list: %d %s", l.status, l.body)
+	}
+	// The cursor is opaque: what the list answered is taken back, and what
+	// it cannot have answered — a bare id, garbage — is a 400.
+	if l := do(h, "GET", "/v1/collections/c/schedules?cursor="+encodeScheduleCursor("a"), ""); l.status != 200 || f.sf.listAfter != "a" {
+		t.Fatalf("list after the cursor: %d %s (after %q)", l.status, l.body, f.sf.listAfter)
+	}
+	for _, bad := range []string{"a", "zzz", "AAAA", encodeCursor(&model.ListPos{Trigger: 1, ID: "a"}), "!!"} {
+		if l := do(h, "GET", "/v1/collections/c/schedules?cursor="+bad, ""); l.status != 400 {
+			t.Fatalf("list with cursor %q: %d %s", bad, l.status, l.body)
+		}
 	}
 	// Empty parameters are parameters not given, as in the job list.
 	if l := do(h, "GET", "/v1/collections/c/schedules?limit=&cursor=", ""); l.status != 200 {
@@ -120,5 +132,48 @@ func TestPutScheduleIfMatch(t *testing.T) {
 	r := do(h, "PUT", "/v1/collections/c/schedules/s", body, "If-Match", "nope")
 	if r.status != 400 || !strings.Contains(string(r.body), "the schedule's version") || f.sf.putIfMatch != 99 {
 		t.Fatalf("bad If-Match: %d %s", r.status, r.body)
+	}
+}
+
+// What GET renders for a default is the same spec as leaving it out, and a
+// meta written another way is the same meta: a PUT back of a GET's answer
+// must not count as a change (it would restart an "every" schedule's count
+// and drop the occurrence created ahead; a black-box review).
+func TestScheduleSpecHashIgnoresSpelling(t *testing.T) {
+	s := newTestServer(&fakeBackend{})
+	hash := func(body string) uint64 {
+		t.Helper()
+		o, e := decodeObject("body", []byte(body))
+		if e != nil {
+			t.Fatal(e)
+		}
+		spec, e := s.parseSchedule("c", o)
+		if e != nil {
+			t.Fatalf("%s: %v", body, e)
+		}
+		return spec.Hash
+	}
+	base := hash(`{"every":"1h","callback_url":"http://127.0.0.1:9/x"}`)
+	for _, same := range []string{
+		`{"every":"1h","callback_url":"http://127.0.0.1:9/x","timezone":"UTC"}`,
+		`{"every":"1h","callback_url":"http://127.0.0.1:9/x","meta":{}}`,
+		`{"every":"60m","callback_url":"http://127.0.0.1:9/x","timezone":"UTC","meta":{},"paused":false}`,
+	} {
+		if hash(same) != base {
+			t.Errorf("%s hashes differently from the spec without its defaults", same)
+		}
+	}
+	if hash(`{"every":"1h","callback_url":"http://127.0.0.1:9/x","meta":{"a":1,"b":[1.0]}}`) != hash(`{"every":"1h","callback_url":"http://127.0.0.1:9/x","meta":{"b":[1],"a":1}}`) {
+		t.Error("the same meta written another way hashes differently")
+	}
+	for _, other := range []string{
+		`{"every":"1h","callback_url":"http://127.0.0.1:9/x","timezone":"Europe/Berlin"}`,
+		`{"every":"1h","callback_url":"http://127.0.0.1:9/x","meta":{"a":1}}`,
+		`{"every":"1h","callback_url":"http://127.0.0.1:9/x","paused":true}`,
+		`{"every":"2h","callback_url":"http://127.0.0.1:9/x"}`,
+	} {
+		if hash(other) == base {
+			t.Errorf("%s hashes as the spec without it", other)
+		}
 	}
 }
