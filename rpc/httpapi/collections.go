@@ -120,6 +120,10 @@ func (s *Server) getCollection(r *request) {
 
 // listCollections is GET /v1/collections.
 func (s *Server) listCollections(r *request) {
+	if e := noQuery(r, "the collection list"); e != nil {
+		writeError(r.ctx, e)
+		return
+	}
 	ctx, cancel := s.backendCtx()
 	cs, err := s.b.ListCollections(ctx)
 	cancel()
@@ -157,4 +161,14 @@ func (s *Server) deleteCollection(r *request) {
 		return
 	}
 	writeEmpty(r.ctx)
+}
+
+// noQuery refuses any query parameter on a list that takes none: the
+// job and schedule lists refuse unknown parameters, and a client sending
+// ?limit=1 here would otherwise read the whole list as its first page.
+func noQuery(r *request, what string) *model.Error {
+	for k := range r.ctx.QueryArgs().All() {
+		return model.Invalid("unknown query parameter %q: %s takes none (it is never paged)", clip(string(k)), what)
+	}
+	return nil
 }

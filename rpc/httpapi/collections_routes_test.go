@@ -306,3 +306,26 @@ func TestSensitiveHeader(t *testing.T) {
 		}
 	}
 }
+
+// The collection and route lists take no parameter: one is a 400, as on
+// the job and schedule lists, not a silently whole list (?limit=1 read as
+// a first page).
+func TestUnpagedListsRefuseParameters(t *testing.T) {
+	for _, uri := range []string{"/v1/collections", "/v1/routes"} {
+		f := &fakeBackend{}
+		h := newTestServer(f).Handler()
+		r := do(h, "GET", uri+"?limit=1", "")
+		if r.status != 400 {
+			t.Fatalf("GET %s?limit=1: %d %s", uri, r.status, r.body)
+		}
+		if code, msg := r.errorBody(t); code != CodeInvalidArgument || !strings.Contains(msg, `"limit"`) {
+			t.Fatalf("GET %s?limit=1: %s %s", uri, code, msg)
+		}
+		if len(f.calls) != 0 {
+			t.Fatalf("GET %s?limit=1 reached the backend: %v", uri, f.calls)
+		}
+		if r := do(h, "GET", uri, ""); r.status != 200 {
+			t.Fatalf("GET %s: %d %s", uri, r.status, r.body)
+		}
+	}
+}

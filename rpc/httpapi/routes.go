@@ -204,6 +204,10 @@ func (s *Server) getRoute(r *request) {
 
 // listRoutes is GET /v1/routes.
 func (s *Server) listRoutes(r *request) {
+	if e := noQuery(r, "the route list"); e != nil {
+		writeError(r.ctx, e)
+		return
+	}
 	ctx, cancel := s.backendCtx()
 	rs, err := s.b.ListRoutes(ctx)
 	cancel()
