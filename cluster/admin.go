@@ -274,14 +274,22 @@ func (c *Cluster) rebalanceOnce(ctx context.Context, dryRun bool) ([]model.Move,
 		}
 	}
 	// An explicit rebalance ends the operator's leadership choices: every
-	// slot's leader is the balancer's again. A dry run reports these moves
-	// too, so the plan it answers is the one a real run starts.
+	// slot's leader is the balancer's again. Ending one is a move only
+	// when a leadership goes somewhere: the pinned node leading and the
+	// balancer choosing another is planned above; with no leader right
+	// now, the leadership goes to the balancer's choice once elected.
+	// A pin on the node the balancer would choose anyway moves nothing
+	// and is not reported (a one-node cluster after a transfer answered
+	// a "leader" move to no node, and --wait counted it). A dry run
+	// reports the same moves, so the plan it answers is the one a real
+	// run starts.
 	var clear []raftfsm.PreferredUpdate
 	for s, e := range st.Slots {
 		if e.PreferredLeader != "" {
 			clear = append(clear, raftfsm.PreferredUpdate{Slot: s})
-			if !leaderMoved[s] {
-				moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, Kind: "leader"})
+			want := targets[s]
+			if !leaderMoved[s] && view.Truth(s).Leader == "" && want != "" && want != e.PreferredLeader {
+				moves = append(moves, model.Move{Slot: s, From: e.PreferredLeader, To: want, Kind: "leader"})
 			}
 		}
 	}

@@ -923,6 +923,32 @@ func TestOpsRemoveOnlyNodeConflicts(t *testing.T) {
 	}
 }
 
+// A transfer to the node that leads already pins the slot there; the next
+// rebalance ends the pin, and since no leadership goes anywhere it plans
+// no move (a one-node cluster answered a "leader" move to no node, and
+// --wait counted it: a black-box review).
+func TestOpsRebalanceEndsAPinWithoutAMove(t *testing.T) {
+	tc := startCluster(t, 1, nil)
+	if _, err := tc.nodes[0].svc.TransferSlot(opCtx(tc.t), 3, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if p := tc.nodes[0].meta.State().Slots[3].PreferredLeader; p != "n1" {
+		t.Fatalf("preferred leader %q after the transfer", p)
+	}
+	for _, dry := range []bool{true, false} {
+		moves, err := tc.nodes[0].svc.Rebalance(opCtx(tc.t), dry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(moves) != 0 {
+			t.Fatalf("rebalance (dry run %v) of one node plans %+v", dry, moves)
+		}
+	}
+	if p := tc.nodes[0].meta.State().Slots[3].PreferredLeader; p != "" {
+		t.Fatalf("preferred leader %q after the rebalance", p)
+	}
+}
+
 // admin remove refuses a node that holds replicas (409) and --force on a
 // node that answers; a dead node removed with force has its replicas
 // re-created elsewhere, disappears from /v1/cluster, and comes back only
