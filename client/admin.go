@@ -59,7 +59,7 @@ func (c *Client) TransferSlot(ctx context.Context, slot int, to string) (Transfe
 		return TransferResult{}, err
 	}
 	if slot < 0 {
-		return TransferResult{}, fmt.Errorf("timemachine client: slot %d: want a slot number ≥ 0", slot)
+		return TransferResult{}, argErrorf("timemachine client: slot %d: want a slot number ≥ 0", slot)
 	}
 	body, err := encode("transfer", struct {
 		To string `json:"to"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -163,17 +162,17 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, errors.New("timemachine client: no addresses")
+		return nil, argErrorf("timemachine client: no addresses")
 	}
 	if o.timeout <= 0 || o.maxConns <= 0 || o.maxResponseBytes <= 0 {
-		return nil, errors.New("timemachine client: timeout, max conns and max response bytes must be positive")
+		return nil, argErrorf("timemachine client: timeout, max conns and max response bytes must be positive")
 	}
 	retry, err := o.retry.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if o.httpClient != nil && (o.tlsConfig != nil || o.caFile != "" || o.fast || o.maxConnsSet) {
-		return nil, errors.New("timemachine client: WithHTTPClient cannot be combined with WithTLSConfig, WithCAFile, WithFastHTTP or WithMaxConns; configure the http.Client instead")
+		return nil, argErrorf("timemachine client: WithHTTPClient cannot be combined with WithTLSConfig, WithCAFile, WithFastHTTP or WithMaxConns; configure the http.Client instead")
 	}
 	tlsCfg, err := o.tls()
 	if err != nil {
@@ -199,7 +198,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	c.header = append(c.header, o.header...)
 	if o.token != nil {
 		if strings.ContainsAny(*o.token, "\r\n") {
-			return nil, errors.New("timemachine client: the token contains a line break")
+			return nil, argErrorf("timemachine client: the token contains a line break")
 		}
 		if t := strings.TrimSpace(*o.token); t != "" {
 			c.header = append(c.header, [2]string{"Authorization", "Bearer " + t})
@@ -262,11 +261,11 @@ func (o *options) tls() (*tls.Config, error) {
 	if o.caFile != "" {
 		pem, err := os.ReadFile(o.caFile)
 		if err != nil {
-			return nil, fmt.Errorf("timemachine client: CA file: %w", err)
+			return nil, argErrorf("timemachine client: CA file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("timemachine client: CA file %s holds no PEM certificate", o.caFile)
+			return nil, argErrorf("timemachine client: CA file %s holds no PEM certificate", o.caFile)
 		}
 		cfg.RootCAs = pool
 	}
@@ -279,30 +278,30 @@ func parseAddr(a, scheme string) (base, hostport string, err error) {
 	a = strings.TrimSpace(a)
 	if !strings.Contains(a, "://") {
 		if a == "" || strings.ContainsAny(a, "/?#@") {
-			return "", "", fmt.Errorf("timemachine client: address %q: want host:port or a URL such as https://host:port", a)
+			return "", "", argErrorf("timemachine client: address %q: want host:port or a URL such as https://host:port", a)
 		}
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return "", "", fmt.Errorf("timemachine client: address %q: want host:port or a URL such as https://host:port: %w", a, err)
+			return "", "", argErrorf("timemachine client: address %q: want host:port or a URL such as https://host:port: %w", a, err)
 		}
 		return scheme + "://" + a, a, nil
 	}
 	u, err := url.Parse(a)
 	if err != nil {
-		return "", "", fmt.Errorf("timemachine client: address %q: %w", a, err)
+		return "", "", argErrorf("timemachine client: address %q: %w", a, err)
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", "", fmt.Errorf("timemachine client: address %q: scheme %q, want http or https", a, u.Scheme)
+		return "", "", argErrorf("timemachine client: address %q: scheme %q, want http or https", a, u.Scheme)
 	case u.Host == "" || u.Hostname() == "":
-		return "", "", fmt.Errorf("timemachine client: address %q has no host", a)
+		return "", "", argErrorf("timemachine client: address %q has no host", a)
 	case u.User != nil:
-		return "", "", fmt.Errorf("timemachine client: address %q: credentials in the URL are not sent; use WithToken", u.Redacted())
+		return "", "", argErrorf("timemachine client: address %q: credentials in the URL are not sent; use WithToken", u.Redacted())
 	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return "", "", fmt.Errorf("timemachine client: address %q: a base address has no query or fragment", a)
+		return "", "", argErrorf("timemachine client: address %q: a base address has no query or fragment", a)
 	case path.Base(strings.TrimRight(u.Path, "/")) == "v1":
 		// A path is kept as a prefix (a proxy serving the API under
 		// /timemachine, say); one ending in /v1 would ask for /v1/v1/….
-		return "", "", fmt.Errorf("timemachine client: address %q: give the server's root, without /v1 (the client adds it), such as %s://%s", a, u.Scheme, u.Host)
+		return "", "", argErrorf("timemachine client: address %q: give the server's root, without /v1 (the client adds it), such as %s://%s", a, u.Scheme, u.Host)
 	}
 	hostport = u.Host
 	if u.Port() == "" {

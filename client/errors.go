@@ -48,6 +48,24 @@ var (
 	ErrInternal           error = codeError(CodeInternal)
 )
 
+// ArgumentError is a call the client refused before sending anything: an
+// empty or dot-segment path parameter, a malformed address, options that
+// do not go together. errors.Is(err, ErrInvalidArgument) holds for it, as
+// for the server's 400, so one branch handles both; errors.As tells them
+// apart (the CLI exits 2 for this one, a mistake on its command line).
+type ArgumentError struct{ err error }
+
+func (e *ArgumentError) Error() string { return e.err.Error() }
+
+// Unwrap returns the cause, when the refusal wraps one (a CA file that
+// cannot be read).
+func (e *ArgumentError) Unwrap() error { return e.err }
+
+// Is reports ErrInvalidArgument.
+func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
+func argErrorf(format string, a ...any) error { return &ArgumentError{fmt.Errorf(format, a...)} }
+
 // ErrNotTimemachine matches a *ProtocolError: the answer was not what a
 // timemachine server sends (an HTML page, another content type, JSON of
 // another shape), so the address is probably not a timemachine API.

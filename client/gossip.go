@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 )
 
@@ -35,7 +34,7 @@ func (c *Client) ChangeGossipKeys(ctx context.Context, op, key string) (GossipKe
 	switch op {
 	case "install", "use", "remove":
 	default:
-		return GossipKeyring{}, fmt.Errorf("timemachine client: gossip key operation %q: want install, use or remove", op)
+		return GossipKeyring{}, argErrorf("timemachine client: gossip key operation %q: want install, use or remove", op)
 	}
 	if err := need("gossip key", key); err != nil {
 		return GossipKeyring{}, err

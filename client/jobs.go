@@ -18,9 +18,9 @@ import (
 func need(what, v string) error {
 	switch v {
 	case "":
-		return fmt.Errorf("timemachine client: the %s is empty", what)
+		return argErrorf("timemachine client: the %s is empty", what)
 	case ".", "..":
-		return fmt.Errorf("timemachine client: the %s %q is not valid: \".\" and \"..\" are path segments, not names", what, v)
+		return argErrorf("timemachine client: the %s %q is not valid: \".\" and \"..\" are path segments, not names", what, v)
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ func (c *Client) CreateJobs(ctx context.Context, coll string, jobs []Job) ([]Bat
 		return nil, err
 	}
 	if len(jobs) > MaxBatch {
-		return nil, fmt.Errorf("timemachine client: batch of %d jobs exceeds the maximum of %d", len(jobs), MaxBatch)
+		return nil, argErrorf("timemachine client: batch of %d jobs exceeds the maximum of %d", len(jobs), MaxBatch)
 	}
 	if len(jobs) == 0 {
 		return nil, nil
@@ -243,10 +243,10 @@ func (c *Client) Redrive(ctx context.Context, coll string, req RedriveRequest) (
 		return RedriveResult{}, err
 	}
 	if len(req.IDs) == 0 && req.From == nil && req.To == nil {
-		return RedriveResult{}, errors.New("timemachine client: redrive needs ids or a from/to range")
+		return RedriveResult{}, argErrorf("timemachine client: redrive needs ids or a from/to range")
 	}
 	if len(req.IDs) > 0 && (req.From != nil || req.To != nil) {
-		return RedriveResult{}, errors.New("timemachine client: redrive takes ids or a from/to range, not both")
+		return RedriveResult{}, argErrorf("timemachine client: redrive takes ids or a from/to range, not both")
 	}
 	body, err := encode("redrive", req)
 	if err != nil {

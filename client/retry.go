@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -44,7 +43,7 @@ const (
 
 func (r RetryConfig) withDefaults() (RetryConfig, error) {
 	if r.MaxAttempts < 0 || r.InitialBackoff < 0 || r.MaxBackoff < 0 || r.MaxElapsed < 0 {
-		return r, errors.New("timemachine client: retry settings must not be negative")
+		return r, argErrorf("timemachine client: retry settings must not be negative")
 	}
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = DefaultMaxAttempts

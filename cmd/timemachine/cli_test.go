@@ -66,6 +66,11 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"route", "put", "r1"}, "give the route's --webhook-url"},
 		{[]string{"route", "put", "r1", "--webhook-url", "http://x/", "--header", "novalue"}, `--header "novalue": want NAME=VALUE`},
 		{[]string{"job", "redrive"}, "give --ids, or a trigger-time range"},
+		// Refused before anything is sent: a file that cannot be read, an
+		// argument the client refuses, an unreadable --ca-cert.
+		{[]string{"job", "create", "--body", "/nonexistent/job.json"}, "read /nonexistent/job.json"},
+		{[]string{"job", "delete", ".."}, `the job id ".." is not valid`},
+		{[]string{"job", "get", "j", "--ca-cert", "/nonexistent/ca.pem"}, "CA file"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := tc.args

@@ -293,7 +293,7 @@ func readArg(name string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return nil, usageErr(fmt.Errorf("read %s: %w", name, err))
 	}
 	return b, nil
 }

@@ -71,9 +71,12 @@ func describeExit(err error) (int, string) {
 		msg = fmt.Sprintf("%s does not answer like a timemachine node (HTTP %d, %s): check --addr", pe.Base, pe.HTTPStatus, ct)
 	}
 	var ee *exitError
+	var ae *client.ArgumentError
 	switch {
 	case errors.As(err, &ee):
 		return ee.code, msg
+	case errors.As(err, &ae): // refused before sending: an argument or --addr, --ca-cert, …
+		return exitUsage, msg
 	case errors.Is(err, context.DeadlineExceeded):
 		return exitTimeout, msg
 	case strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "unknown shorthand flag"):
