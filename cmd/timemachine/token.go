@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +47,7 @@ the entry to the auth file of every node, then send the nodes SIGHUP.`,
 				return err
 			}
 			entry := auth.NewEntry(name, r, collections, tok)
+			defer warnScopeFromEnv(cmd, collections)
 			if asJSON || output == outputJSON {
 				return printJSON(cmd.OutOrStdout(), struct {
 					Token string     `json:"token"`
@@ -70,4 +73,23 @@ the entry to the auth file of every node, then send the nodes SIGHUP.`,
 	_ = create.MarkFlagRequired("role")
 	cmd.AddCommand(create)
 	return cmd
+}
+
+// warnScopeFromEnv says on stderr when the token's collections may have
+// come from TIMEMACHINE_COLLECTION: the job commands read the same
+// variable for their collection, and a shell that exported it for them
+// would otherwise make a scoped token without a word.
+func warnScopeFromEnv(cmd *cobra.Command, collections []string) {
+	if v, ok := os.LookupEnv("TIMEMACHINE_COLLECTION"); ok && len(collections) > 0 && !commandLineHas(os.Args, "--collection") {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: this token is limited to collection(s) %s, from TIMEMACHINE_COLLECTION=%s; unset it or pass --collection for another scope\n", strings.Join(collections, ","), v)
+	}
+}
+
+func commandLineHas(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
 }
