@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -126,4 +127,71 @@ func TestCanonicalNumber(t *testing.T) {
 			t.Errorf("canonicalNumber(%s) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// isCanonical says yes only where decoding and encoding would give the
+// same bytes back, and says it for the shapes metas usually have.
+func TestIsCanonical(t *testing.T) {
+	for b, want := range map[string]bool{
+		`{"a":1}`: true,
+		`{"a":1,"b":"x","c":[1,2,{"d":null}],"e":true,"f":false}`: true,
+		`{"order":"o-1","user":42}`:                               true,
+		`"text"`:                                                  true,
+		`[]`:                                                      true,
+		`0`:                                                       true,
+		`-12`:                                                     true,
+		`{"b":1,"a":2}`:                                           false, // keys out of order
+		`{"a":1,"a":2}`:                                           false, // a key twice
+		`{"a": 1}`:                                                false, // whitespace
+		`{"a":1.0}`:                                               false,
+		`{"a":1e3}`:                                               false,
+		`{"a":-0}`:                                                false,
+		`{"a":01}`:                                                false,
+		`{"a":"\u0062"}`:                                          false,
+		`{"a":"é"}`:                                               false,
+		`{"a":1}x`:                                                false,
+		`{"a":1`:                                                  false,
+		`{"a":}`:                                                  false,
+		`tru`:                                                     false,
+	} {
+		if got := isCanonical([]byte(b)); got != want {
+			t.Errorf("isCanonical(%s) = %v, want %v", b, got, want)
+		}
+		if want && string(canonicalSlow([]byte(b))) != b {
+			t.Errorf("%s is canonical by the fast check but decodes and encodes to %s", b, canonicalSlow([]byte(b)))
+		}
+	}
+}
+
+func FuzzIsCanonical(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":[1,{"b":"c"}],"d":null}`, `[1,2]`, `{"a":1.5}`, `"x"`, `{"b":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !isCanonical(b) {
+			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("isCanonical(%q) but it is not JSON", b)
+		}
+		if got := canonicalSlow(b); !bytes.Equal(got, b) {
+			t.Fatalf("isCanonical(%q) but decoding and encoding give %q", b, got)
+		}
+	})
+}
+
+// BenchmarkCanonicalMeta: a typical meta through the fast check
+// (canonicalMeta) and through decoding and encoding (canonicalSlow).
+func BenchmarkCanonicalMeta(b *testing.B) {
+	meta := []byte(`{"order":"o-123456","tenant":"acme","user":42}`)
+	b.Run("fast", func(b *testing.B) {
+		for b.Loop() {
+			canonicalMeta(meta)
+		}
+	})
+	b.Run("slow", func(b *testing.B) {
+		for b.Loop() {
+			canonicalSlow(meta)
+		}
+	})
 }
