@@ -840,6 +840,17 @@ func TestDotSegmentsNeverClimb(t *testing.T) {
 			t.Errorf("%s %s reached the backend: %v", c.method, c.uri, calls)
 		}
 	}
+	// Repeated and trailing slashes still reach their endpoint.
+	for _, uri := range []string{"/v1//collections/orders/jobs/j/", "/v1/collections/orders//jobs/j//"} {
+		f := &fakeBackend{}
+		do(newTestServer(f).Handler(), "DELETE", uri, "")
+		if f.deletedJob != [2]string{"orders", "j"} {
+			t.Errorf("DELETE %s: backend saw %v", uri, f.deletedJob)
+		}
+	}
+	if r := do(newTestServer(&fakeBackend{}).Handler(), "GET", "/", ""); r.status != 302 {
+		t.Errorf("GET /: %d", r.status)
+	}
 	// What percent-encoding may spell still arrives decoded, once.
 	f := &fakeBackend{}
 	h := newTestServer(f).Handler()

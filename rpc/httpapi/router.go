@@ -105,7 +105,8 @@ const maxSegs = 8
 
 // match finds the endpoint of the request's path and the handler of its
 // method. It returns a nil endpoint for an unknown path and a nil handler
-// for a known path with a wrong method. One trailing slash is tolerated.
+// for a known path with a wrong method. Repeated and trailing slashes are
+// tolerated.
 //
 // It splits the path as the client sent it (fasthttp's PathOriginal) and
 // percent-decodes each segment on its own, never the path as a whole:
@@ -118,28 +119,36 @@ const maxSegs = 8
 func match(ctx *fasthttp.RequestCtx) (*endpoint, *handler, [2]string) {
 	var params [2]string
 	path := ctx.URI().PathOriginal()
-	if len(path) > 1 && path[len(path)-1] == '/' {
-		path = path[:len(path)-1]
-	}
 	if len(path) == 0 || path[0] != '/' {
 		return nil, nil, params
 	}
-	path = path[1:]
+	// Split at '/', skipping empty segments: "//v1/cluster" (a base URL
+	// with a trailing slash joined to a path) and a trailing slash reach
+	// the same endpoint, as they did when fasthttp's normalised path was
+	// routed. The root "/" is one empty segment, as its pattern is.
 	var segs [maxSegs][]byte
 	n := 0
 	for {
+		for len(path) > 0 && path[0] == '/' {
+			path = path[1:]
+		}
+		if len(path) == 0 {
+			break
+		}
 		if n == maxSegs {
 			return nil, nil, params
 		}
-		i := bytes.IndexByte(path, '/')
-		if i < 0 {
-			segs[n] = path
-			n++
-			break
+		seg := path
+		if i := bytes.IndexByte(path, '/'); i >= 0 {
+			seg, path = path[:i], path[i:]
+		} else {
+			path = nil
 		}
-		segs[n] = path[:i]
+		segs[n] = seg
 		n++
-		path = path[i+1:]
+	}
+	if n == 0 {
+		n = 1 // "/"
 	}
 	method := ctx.Method()
 	for _, ep := range routes {
