@@ -15,6 +15,14 @@ type Collection struct {
 	Deleting          bool        `json:"deleting"`
 	CreatedAt         int64       `json:"created_at"`
 	UpdatedAt         int64       `json:"updated_at"`
+	// Incarnation tells this collection from an earlier one of the same
+	// name: the meta log index of the entry that created it (0 for a
+	// collection created before 2026-11-28). Every write that may make a
+	// job or a schedule carries it, and a slot whose purge of a deleted
+	// collection fenced off its incarnation refuses such writes from a
+	// node that had not yet heard of the deletion (raftfsm/DESIGN.md,
+	// "Collection fences").
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // EffectiveRetry is the collection's policy with defaults filled in.

@@ -142,10 +142,16 @@ func decodeOne(b []byte) (Command, error) {
 	case CmdCreate:
 		x := &Create{}
 		x.Coll, x.ID, x.Spec, x.Now = r.str(maxStr), r.str(maxStr), r.spec(), r.varint()
+		if r.err == nil && len(r.b) > 0 {
+			x.CollInc = r.uvarint()
+		}
 		c = x
 	case CmdUpsert:
 		x := &Upsert{}
 		x.Coll, x.ID, x.Spec, x.IfMatch, x.Now = r.str(maxStr), r.str(maxStr), r.spec(), r.uvarint(), r.varint()
+		if r.err == nil && len(r.b) > 0 {
+			x.CollInc = r.uvarint()
+		}
 		c = x
 	case CmdDelete:
 		c = &Delete{Coll: r.str(maxStr), ID: r.str(maxStr)}
@@ -186,6 +192,9 @@ func decodeOne(b []byte) (Command, error) {
 	case CmdPurgeCollection:
 		x := &PurgeCollection{}
 		x.Coll, x.Limit = r.str(maxStr), r.varint()
+		if r.err == nil && len(r.b) > 0 {
+			x.Fence = r.uvarint()
+		}
 		c = x
 	case CmdPutCollection:
 		x := &PutCollection{}
@@ -286,26 +295,37 @@ func (r *reader) spec() model.JobSpec {
 
 // Create adds a job if its id is free (POST semantics): an existing job with
 // the same spec hash is reported as Exists, any other as Conflict.
+// CollInc is the collection's incarnation as the proposer knew it
+// (model.Collection.Incarnation): a create for an incarnation the slot has
+// fenced off (PurgeCollection) is Rejected. It is written only when not
+// zero, so a create of a collection made before incarnations keeps the
+// earlier bytes.
 type Create struct {
 	Coll, ID string
 	Spec     model.JobSpec
 	Now      int64
+	CollInc  uint64
 }
 
 // Type implements Command.
 func (*Create) Type() CmdType { return CmdCreate }
 func (c *Create) appendBody(dst []byte) []byte {
 	dst = putStr(putStr(dst, c.Coll), c.ID)
-	return binary.AppendVarint(appendSpec(dst, &c.Spec), c.Now)
+	dst = binary.AppendVarint(appendSpec(dst, &c.Spec), c.Now)
+	if c.CollInc != 0 {
+		dst = binary.AppendUvarint(dst, c.CollInc)
+	}
+	return dst
 }
 
 // Upsert creates or replaces a job (PUT semantics). IfMatch, when non-zero,
-// must equal the current version.
+// must equal the current version. CollInc is as for Create.
 type Upsert struct {
 	Coll, ID string
 	Spec     model.JobSpec
 	IfMatch  uint64
 	Now      int64
+	CollInc  uint64
 }
 
 // Type implements Command.
@@ -313,7 +333,11 @@ func (*Upsert) Type() CmdType { return CmdUpsert }
 func (c *Upsert) appendBody(dst []byte) []byte {
 	dst = putStr(putStr(dst, c.Coll), c.ID)
 	dst = binary.AppendUvarint(appendSpec(dst, &c.Spec), c.IfMatch)
-	return binary.AppendVarint(dst, c.Now)
+	dst = binary.AppendVarint(dst, c.Now)
+	if c.CollInc != 0 {
+		dst = binary.AppendUvarint(dst, c.CollInc)
+	}
+	return dst
 }
 
 // Delete removes a job.
@@ -458,15 +482,27 @@ func (c *RemoveFinished) appendBody(dst []byte) []byte {
 }
 
 // PurgeCollection removes up to Limit jobs of a deleted collection.
+//
+// Fence, when not zero, is the deleted collection's incarnation plus one:
+// the slot then refuses (Rejected) every later Create, Upsert and
+// PutSchedule of that collection whose CollInc is below it — one from a
+// node whose meta state had not yet heard of the deletion would otherwise
+// land after the purge and outlive the DELETE (raftfsm/DESIGN.md,
+// "Collection fences"). Written only when not zero.
 type PurgeCollection struct {
 	Coll  string
 	Limit int64
+	Fence uint64
 }
 
 // Type implements Command.
 func (*PurgeCollection) Type() CmdType { return CmdPurgeCollection }
 func (c *PurgeCollection) appendBody(dst []byte) []byte {
-	return binary.AppendVarint(putStr(dst, c.Coll), c.Limit)
+	dst = binary.AppendVarint(putStr(dst, c.Coll), c.Limit)
+	if c.Fence != 0 {
+		dst = binary.AppendUvarint(dst, c.Fence)
+	}
+	return dst
 }
 
 // PutCollection creates or replaces a collection's configuration.

@@ -165,8 +165,10 @@ func (s *MetaState) apply(c Command) model.Result {
 		nc.UpdatedAt = c.Now
 		nc.CreatedAt = c.Now
 		code := model.CodeCreated
+		nc.Incarnation = s.Index // the entry that creates it (s.Index is this entry's)
 		if ok {
 			nc.CreatedAt = old.CreatedAt
+			nc.Incarnation = old.Incarnation
 			code = model.CodeOK
 		} else if nc.Name == model.DefaultCollection {
 			// default always exists (API.md §2): the first PUT replaces

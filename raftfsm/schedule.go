@@ -121,6 +121,7 @@ type PutSchedule struct {
 	Next     int64
 	Now      int64
 	IfMatch  uint64
+	CollInc  uint64 // as for Create
 }
 
 // Type implements Command.
@@ -131,8 +132,13 @@ func (c *PutSchedule) appendBody(dst []byte) []byte {
 	dst = binary.AppendVarint(dst, c.Anchor)
 	dst = binary.AppendVarint(dst, c.Next)
 	dst = binary.AppendVarint(dst, c.Now)
-	if c.IfMatch != 0 {
+	// Both optional, in this order: IfMatch is written (0 for none) when
+	// CollInc follows it.
+	if c.IfMatch != 0 || c.CollInc != 0 {
 		dst = binary.AppendUvarint(dst, c.IfMatch)
+	}
+	if c.CollInc != 0 {
+		dst = binary.AppendUvarint(dst, c.CollInc)
 	}
 	return dst
 }
@@ -208,6 +214,9 @@ func decodeSchedule(t CmdType, r *reader) (Command, bool) {
 		x.Anchor, x.Next, x.Now = r.varint(), r.varint(), r.varint()
 		if r.err == nil && len(r.b) > 0 {
 			x.IfMatch = r.uvarint()
+		}
+		if r.err == nil && len(r.b) > 0 {
+			x.CollInc = r.uvarint()
 		}
 		return x, true
 	case CmdDeleteSchedule:
@@ -363,6 +372,9 @@ func (s *applyState) putSchedule(sc *model.Schedule, oldNext int64) error {
 }
 
 func (s *applyState) putScheduleCmd(c *PutSchedule) (model.Result, error) {
+	if shut, err := s.fenced(c.Coll, c.CollInc); shut || err != nil {
+		return model.Result{Code: model.CodeRejected}, err
+	}
 	old, found, err := s.getSchedule(c.Coll, c.ID)
 	if err != nil {
 		return model.Result{}, err

@@ -97,6 +97,10 @@ type SlotFSM struct {
 	noBorn      bool
 	// restoringRecs: a restore runs; it keeps no schedule record.
 	restoringRecs bool
+	// fences caches each collection's fence as stored (0: none), read on
+	// first use; only the apply goroutine touches it, and a restore
+	// clears it (fence.go).
+	fences map[string]uint64
 
 	restoring bool
 }
@@ -477,6 +481,9 @@ func (s *applyState) closeExists() {
 }
 
 func (s *applyState) create(c *Create) (model.Result, error) {
+	if shut, err := s.fenced(c.Coll, c.CollInc); shut || err != nil {
+		return model.Result{Code: model.CodeRejected}, err
+	}
 	old, found, err := s.getJob(c.Coll, c.ID)
 	if err != nil {
 		return model.Result{}, err
@@ -507,6 +514,9 @@ func (s *applyState) create(c *Create) (model.Result, error) {
 }
 
 func (s *applyState) upsert(c *Upsert) (model.Result, error) {
+	if shut, err := s.fenced(c.Coll, c.CollInc); shut || err != nil {
+		return model.Result{Code: model.CodeRejected}, err
+	}
 	old, found, err := s.getJob(c.Coll, c.ID)
 	if err != nil {
 		return model.Result{}, err
@@ -767,6 +777,9 @@ func (s *applyState) removeFinished(c *RemoveFinished) (model.Result, error) {
 }
 
 func (s *applyState) purgeCollection(c *PurgeCollection) (model.Result, error) {
+	if err := s.raiseFence(c.Coll, c.Fence); err != nil {
+		return model.Result{}, err
+	}
 	lower, upper := storage.CollectionListSpan(s.f.slot, c.Coll)
 	refs, more, err := s.collect(lower, upper, c.Limit, func(k []byte) (listRef, error) {
 		coll, t, id, err := storage.DecodeListKey(k)

@@ -46,6 +46,13 @@ const restoreBatchBytes = 4 << 20
 // tombSnapshotTag marks a tombstone entry in the full snapshot form.
 const tombSnapshotTag = 3
 
+// fenceSnapshotTag marks a collection fence (fence.go) in a full
+// snapshot: the key is the collection's name, the value the fence. A
+// binary from before 2026-11-28 refuses such a snapshot (an unknown tag),
+// as it refuses any newer entry: upgrade every node before deleting a
+// collection (docs/operations.md, "Log format changes").
+const fenceSnapshotTag = 4
+
 // IsPointerSnapshot reports whether the first bytes of a snapshot are the
 // local pointer form.
 func IsPointerSnapshot(head []byte) bool {
@@ -139,11 +146,13 @@ func (s *slotSnapshot) writeFull(w io.Writer) error {
 	// Job records (tag 1), then schedules (2): their indexes are derived
 	// on restore. Then the tombstones of deleted jobs (3, empty values;
 	// storage.TombKey): a replica restored from this snapshot must still
-	// refuse to make a deleted job again for a re-sent create.
+	// refuse to make a deleted job again for a re-sent create. Then the
+	// fences of deleted collections (4): it must refuse their late
+	// writes too.
 	for _, part := range []struct {
 		tag  byte
 		span func(int) ([]byte, []byte)
-	}{{1, storage.RecordSpan}, {scheduleSnapshotTag, storage.ScheduleSpan}, {tombSnapshotTag, storage.TombSpan}} {
+	}{{1, storage.RecordSpan}, {scheduleSnapshotTag, storage.ScheduleSpan}, {tombSnapshotTag, storage.TombSpan}, {fenceSnapshotTag, storage.FenceSpan}} {
 		lower, upper := part.span(s.f.slot)
 		if err := stream(part.tag, lower, upper); err != nil {
 			return err
@@ -169,6 +178,7 @@ func (s *slotSnapshot) Release() {}
 // that an interrupted restore must be redone.
 func (f *SlotFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	f.fences = nil // the restored state has its own
 	if err := f.restore(rc); err != nil {
 		return fmt.Errorf("slot %d: restore snapshot: %w", f.slot, err)
 	}
@@ -250,7 +260,7 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		if tag == 0 {
 			break
 		}
-		if tag != 1 && tag != scheduleSnapshotTag && tag != tombSnapshotTag {
+		if tag != 1 && tag != scheduleSnapshotTag && tag != tombSnapshotTag && tag != fenceSnapshotTag {
 			return fmt.Errorf("%w: snapshot entry tag %d", ErrCorrupt, tag)
 		}
 		key, err := readChunk(br, 2*storage.MaxIDLen)
@@ -274,6 +284,12 @@ func (f *SlotFSM) restore(r io.Reader) error {
 		}
 		if tag == tombSnapshotTag {
 			if err := s.b.Set(append(append([]byte(nil), tombLower...), key...), nil); err != nil {
+				return err
+			}
+			continue
+		}
+		if tag == fenceSnapshotTag {
+			if err := s.b.Set(storage.FenceKey(f.slot, string(key)), val); err != nil {
 				return err
 			}
 			continue

@@ -70,10 +70,23 @@ func (s *Service) DeleteCollection(ctx context.Context, name string) error {
 	if res[0].Code == model.CodeNotFound {
 		return model.NotFound("collection %q does not exist", name)
 	}
-	return s.finishDeletion(ctx, name)
+	// The incarnation being deleted, as the meta group has it now (this
+	// node's copy may trail the mark just committed).
+	st, err := s.catchUp(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	c, ok := st.Collection(name)
+	if !ok {
+		return nil // forgotten already: another DELETE finished it
+	}
+	return s.finishDeletion(ctx, c)
 }
 
-func (s *Service) finishDeletion(ctx context.Context, name string) error {
+// finishDeletion purges a deleting collection from every slot, fencing
+// off its incarnation there (raftfsm, collection fences), then forgets it.
+func (s *Service) finishDeletion(ctx context.Context, c *model.Collection) error {
+	name := c.Name
 	count := s.slotCount()
 	var wg sync.WaitGroup
 	errs := make([]error, count)
@@ -82,7 +95,7 @@ func (s *Service) finishDeletion(ctx context.Context, name string) error {
 		go func(sl int) {
 			defer wg.Done()
 			for {
-				res, err := s.fwd.ProposeSlot(ctx, sl, &raftfsm.PurgeCollection{Coll: name, Limit: 5000})
+				res, err := s.fwd.ProposeSlot(ctx, sl, &raftfsm.PurgeCollection{Coll: name, Limit: 5000, Fence: c.Incarnation + 1})
 				if err != nil {
 					errs[sl] = err
 					return
@@ -115,7 +128,7 @@ func (s *Service) ResumeDeletions(ctx context.Context) {
 			continue
 		}
 		s.log.Info("resuming deletion of collection", "collection", c.Name)
-		if err := s.finishDeletion(ctx, c.Name); err != nil {
+		if err := s.finishDeletion(ctx, c); err != nil {
 			s.log.Warn("resuming collection deletion failed; retry DELETE /v1/collections/"+c.Name, "error", err)
 		}
 	}

@@ -66,7 +66,7 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 	propose := func(sl int, idx []int) {
 		cmds := make([]raftfsm.Command, len(idx))
 		for k, i := range idx {
-			cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now}
+			cmds[k] = &raftfsm.Create{Coll: coll, ID: in[i].ID, Spec: in[i].Spec, Now: now, CollInc: c.Incarnation}
 		}
 		res, resent, err := s.proposeResolved(ctx, sl, cmds...)
 		var failed []int // positions in idx whose create failed
@@ -99,6 +99,10 @@ func (s *Service) CreateJobs(ctx context.Context, coll string, in []model.JobInp
 		created := 0
 		for k, i := range idx {
 			if out[i].Err != nil {
+				continue
+			}
+			if res[k].Code == model.CodeRejected {
+				out[i].Err = collectionGone(coll)
 				continue
 			}
 			out[i].Code, out[i].Job = res[k].Code, res[k].Job
@@ -205,6 +209,8 @@ func (s *Service) UpsertJob(ctx context.Context, coll, id string, spec model.Job
 		return model.Result{}, fail(err)
 	}
 	switch res[0].Code {
+	case model.CodeRejected:
+		return res[0], collectionGone(coll)
 	case model.CodeFiring:
 		return res[0], model.Firing(res[0].Job)
 	case model.CodePreconditionFailed:
@@ -246,7 +252,7 @@ func (s *Service) upsertResolved(ctx context.Context, c *model.Collection, id st
 			sl, j, here = other, oj, true
 		}
 	}
-	cmd := &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now()}
+	cmd := &raftfsm.Upsert{Coll: coll, ID: id, Spec: spec, IfMatch: ifMatch, Now: s.now(), CollInc: c.Incarnation}
 	cmds := []raftfsm.Command{cmd}
 	if here && c.Expired(j, cmd.Now) {
 		if ifMatch != 0 {

@@ -43,6 +43,13 @@ func (s *Service) liveCollection(ctx context.Context, name string) (*model.Colle
 	return c, st, nil
 }
 
+// collectionGone is the answer to a write the slot refused because the
+// collection was deleted after this node checked it (raftfsm, collection
+// fences): this node's view of the collection trailed the deletion.
+func collectionGone(name string) *model.Error {
+	return model.Conflict("collection %q was deleted while this request was on its way (nothing was written); create the collection again with PUT /v1/collections/%s, then retry", name, name)
+}
+
 // knownCollection returns a collection (deleting or not).
 func (s *Service) knownCollection(ctx context.Context, name string) (*model.Collection, error) {
 	if c, ok := s.meta.State().Collection(name); ok {

@@ -34,7 +34,7 @@ func firstOccurrence(spec *model.ScheduleSpec, now int64) (anchor, next int64, e
 // version (If-Match), else nothing changes and the error is
 // precondition_failed.
 func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.ScheduleSpec, ifMatch uint64) (model.ScheduleView, bool, error) {
-	_, st, err := s.liveCollection(ctx, coll)
+	c, st, err := s.liveCollection(ctx, coll)
 	if err != nil {
 		return model.ScheduleView{}, false, err
 	}
@@ -54,13 +54,16 @@ func (s *Service) PutSchedule(ctx context.Context, coll, id string, spec model.S
 		return model.ScheduleView{}, false, err
 	}
 	sl := s.slotOf(coll, id)
-	cmd := &raftfsm.PutSchedule{Coll: coll, ID: id, Spec: spec, Anchor: anchor, Next: next, Now: now, IfMatch: ifMatch}
+	cmd := &raftfsm.PutSchedule{Coll: coll, ID: id, Spec: spec, Anchor: anchor, Next: next, Now: now, IfMatch: ifMatch, CollInc: c.Incarnation}
 	// Re-sending is safe: the same spec again is "exists".
 	res, resent, err := s.proposeResolved(ctx, sl, cmd)
 	if err != nil {
 		return model.ScheduleView{}, false, fail(err)
 	}
 	r := res[0]
+	if r.Code == model.CodeRejected {
+		return model.ScheduleView{}, false, collectionGone(coll)
+	}
 	created := r.Code == model.CodeCreated
 	// ours: the attempt whose outcome was unknown wrote the schedule (its
 	// spec and its stamp), so the re-sent one found it in place.

@@ -85,6 +85,20 @@ func SlotSpan(slot int) (lower, upper []byte) {
 	return lower, upper
 }
 
+// MetaFencePrefix starts the slot metadata names of collection fences
+// (FenceKey).
+const MetaFencePrefix = "fence/"
+
+// FenceKey is the key of a deleted collection's fence in a slot: the
+// lowest collection incarnation the slot still accepts writes of
+// (raftfsm, PurgeCollection).
+func FenceKey(slot int, coll string) []byte { return MetaKey(slot, MetaFencePrefix+coll) }
+
+// FenceSpan returns the [lower, upper) bounds of a slot's fence keys.
+func FenceSpan(slot int) (lower, upper []byte) {
+	return MetaKey(slot, MetaFencePrefix), MetaKey(slot, "fence0") // '0' follows '/'
+}
+
 // MetaKey is the key of a slot metadata value.
 func MetaKey(slot int, name string) []byte {
 	return append(slotPrefix(make([]byte, 0, 4+len(name)), slot, subMeta), name...)
