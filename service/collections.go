@@ -32,15 +32,19 @@ func (s *Service) PutCollection(ctx context.Context, c model.Collection) (bool, 
 }
 
 // GetCollection returns a collection's configuration.
+//
+// Settings reads catch up with the meta leader first (a read index), so a
+// read through any node sees every write answered before it: read from
+// this node's copy alone, a GET right after a PUT or DELETE through
+// another node showed the old settings up to ~100 ms later (a black-box
+// review: 36 of 100 rounds). It costs one round trip to the meta leader;
+// without one it answers 503, as a job read without a slot leader does.
 func (s *Service) GetCollection(ctx context.Context, name string) (*model.Collection, error) {
-	c, ok := s.meta.State().Collection(name)
-	if !ok {
-		st, err := s.catchUp(ctx)
-		if err != nil {
-			return nil, err
-		}
-		c, ok = st.Collection(name)
+	st, err := s.catchUp(ctx)
+	if err != nil {
+		return nil, err
 	}
+	c, ok := st.Collection(name)
 	if !ok {
 		return nil, model.NotFound("collection %q does not exist", name)
 	}
@@ -49,7 +53,11 @@ func (s *Service) GetCollection(ctx context.Context, name string) (*model.Collec
 
 // ListCollections lists every collection, the implicit default included.
 func (s *Service) ListCollections(ctx context.Context) ([]*model.Collection, error) {
-	return s.meta.State().CollectionList(), nil
+	st, err := s.catchUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.CollectionList(), nil
 }
 
 // DeleteCollection marks the collection as deleting (no new jobs), purges

@@ -23,15 +23,14 @@ func (s *Service) PutRoute(ctx context.Context, r model.Route) (bool, error) {
 }
 
 // GetRoute returns a route.
+// Like a collection's, a route's read catches up with the meta leader
+// first (GetCollection).
 func (s *Service) GetRoute(ctx context.Context, name string) (*model.Route, error) {
-	r, ok := s.meta.State().Route(name)
-	if !ok {
-		st, err := s.catchUp(ctx)
-		if err != nil {
-			return nil, err
-		}
-		r, ok = st.Route(name)
+	st, err := s.catchUp(ctx)
+	if err != nil {
+		return nil, err
 	}
+	r, ok := st.Route(name)
 	if !ok {
 		return nil, model.NotFound("route %q does not exist", name)
 	}
@@ -40,7 +39,11 @@ func (s *Service) GetRoute(ctx context.Context, name string) (*model.Route, erro
 
 // ListRoutes lists every route.
 func (s *Service) ListRoutes(ctx context.Context) ([]*model.Route, error) {
-	return s.meta.State().RouteList(), nil
+	st, err := s.catchUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.RouteList(), nil
 }
 
 // DeleteRoute removes a route. Jobs that still name it fail when they

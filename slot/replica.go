@@ -818,7 +818,7 @@ func (r *Replica) resolve(e storage.DueEntry, j *model.Job) (resolved, fireResul
 		if !ok {
 			r.cfg.Metrics.Decided(r.slot, VerdictFailed)
 			return resolved{}, outcome(raftfsm.EncodeOne(&raftfsm.Ack{Coll: j.Collection, ID: j.ID, Version: j.Version, Attempts: j.Attempts,
-				LastError: fmt.Sprintf("route %q does not exist (it was deleted after the job was created)", j.Route), Now: r.cfg.Clock().UnixMilli()})), false
+				LastError: fmt.Sprintf("route %q does not exist at fire time (it was deleted, possibly moments before this job's create reached a node that had not yet heard of the deletion)", j.Route), Now: r.cfg.Clock().UnixMilli()})), false
 		}
 		d.URL, d.Headers = rt.WebhookURL, rt.Headers
 		d.Pipeline = rt.Pipeline
