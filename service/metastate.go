@@ -34,6 +34,16 @@ func (s *Service) liveCollection(ctx context.Context, name string) (*model.Colle
 		}
 		c, ok = st.Collection(name)
 	}
+	if ok && c.Deleting {
+		// Rare: look again as of now. The deletion may have finished
+		// (a 204 already answered through another node): then it is
+		// gone, a 404, not "being deleted".
+		var err error
+		if st, err = s.catchUp(ctx); err != nil {
+			return nil, nil, err
+		}
+		c, ok = st.Collection(name)
+	}
 	if !ok {
 		return nil, nil, model.NotFound("collection %q does not exist; create it with PUT /v1/collections/%s", name, name)
 	}
