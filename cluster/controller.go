@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
@@ -223,13 +224,24 @@ func (c *Cluster) syncNodes(ctx context.Context, st *raftfsm.MetaState) {
 // eligible lists the nodes that may hold replicas: alive ones, and failed
 // or departed ones still inside the failure grace period (a node stopped
 // with SIGTERM for a restart leaves the gossip, and copying its slots away
-// would be wasted work). Draining nodes and nodes gone for longer than the
-// grace period are not eligible: their replicas are re-created elsewhere.
+// would be wasted work). Draining nodes are not eligible, nor, once there
+// are enough other nodes to hold the replication factor, nodes gone for
+// longer than the grace period: their replicas are re-created elsewhere.
 // Nor is an alive node that no slot counts as a voter and whose internal
 // port this node cannot reach (unreachableNewcomer).
+//
+// keepLapsed: with no spare node to take its place, a node gone past the
+// grace stays eligible, and so keeps its replicas. Dropped, it left every
+// slot (and the meta group) on two members: no more able to lose one
+// than three with one down, but no longer able to take it back — with a
+// second node down, the first one returning could not restore a quorum,
+// and nothing could be re-added without one — while admin status and
+// /readyz turned healthy at replication factor 2 (a black-box review of
+// a 3-node cluster: every slot and the meta group leaderless for 80 s,
+// though two of the three original members were running).
 func (c *Cluster) eligible(st *raftfsm.MetaState) []string {
 	now := c.now()
-	var out []string
+	var out, lapsed []string
 	var voting map[string]bool
 	for _, nd := range st.NodeList() {
 		switch nd.Status {
@@ -246,10 +258,47 @@ func (c *Cluster) eligible(st *raftfsm.MetaState) []string {
 		case model.NodeFailed, model.NodeLeft:
 			if time.Duration(now-nd.Since)*time.Millisecond < c.cfg.FailureGrace {
 				out = append(out, nd.ID)
+			} else {
+				lapsed = append(lapsed, nd.ID)
 			}
 		}
 	}
-	return out
+	return append(out, keepLapsed(st, len(out), lapsed)...)
+}
+
+// keepLapsed picks, from the nodes gone past the grace, the ones that keep
+// their replicas because the eligible nodes alone (have of them) cannot
+// hold the replication factor: as many as are missing, those holding the
+// most replicas first (then by id). A lapsed node holding none is never
+// kept: it has nothing to keep, and nothing should be placed on it.
+func keepLapsed(st *raftfsm.MetaState, have int, lapsed []string) []string {
+	want := st.ReplicationFactor
+	if want <= 0 {
+		want = dht.EffectiveRF(0, have+len(lapsed))
+	}
+	if have >= want || len(lapsed) == 0 {
+		return nil
+	}
+	held := map[string]int{}
+	for _, e := range st.Slots {
+		for _, id := range e.Replicas {
+			held[id]++
+		}
+	}
+	slices.SortFunc(lapsed, func(a, b string) int {
+		if held[a] != held[b] {
+			return held[b] - held[a]
+		}
+		return strings.Compare(a, b)
+	})
+	var keep []string
+	for _, id := range lapsed {
+		if len(keep) == want-have || held[id] == 0 {
+			break
+		}
+		keep = append(keep, id)
+	}
+	return keep
 }
 
 // votingNodes lists the nodes that vote in at least one slot as the last

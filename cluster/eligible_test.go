@@ -64,3 +64,51 @@ func TestEligibleLeavesOutAnUnreachableNewcomer(t *testing.T) {
 		})
 	}
 }
+
+// A node gone past the failure grace keeps its replicas while no spare
+// node could take them: with three nodes and replication factor 3 it
+// stays eligible (dropped, every slot ran on two members, healthy by every
+// check, and could not take it back once a second node failed); with a
+// spare node it is replaced. Among several lapsed nodes, those holding
+// the most replicas are kept, only as many as are missing, and never one
+// holding none.
+func TestEligibleKeepsALapsedNodeWithoutASpare(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	gone := now.Add(-time.Hour).UnixMilli()
+	abcSlots := []model.SlotEntry{{Replicas: []string{"a", "b", "c"}}, {Replicas: []string{"c", "a", "b"}}}
+	for _, tc := range []struct {
+		name  string
+		rf    int
+		nodes map[string]*model.Node
+		slots []model.SlotEntry
+		want  []string
+	}{
+		{"three nodes, one lapsed", 3, map[string]*model.Node{
+			"a": {ID: "a", Status: model.NodeAlive}, "b": {ID: "b", Status: model.NodeAlive},
+			"c": {ID: "c", Status: model.NodeFailed, Since: gone}}, abcSlots, []string{"a", "b", "c"}},
+		{"three nodes, RF by default", 0, map[string]*model.Node{
+			"a": {ID: "a", Status: model.NodeAlive}, "b": {ID: "b", Status: model.NodeAlive},
+			"c": {ID: "c", Status: model.NodeLeft, Since: gone}}, abcSlots, []string{"a", "b", "c"}},
+		{"a spare node takes its place", 3, map[string]*model.Node{
+			"a": {ID: "a", Status: model.NodeAlive}, "b": {ID: "b", Status: model.NodeAlive},
+			"c": {ID: "c", Status: model.NodeFailed, Since: gone}, "d": {ID: "d", Status: model.NodeAlive}}, abcSlots, []string{"a", "b", "d"}},
+		{"two lapsed, one missing: the one holding more", 3, map[string]*model.Node{
+			"a": {ID: "a", Status: model.NodeAlive}, "b": {ID: "b", Status: model.NodeAlive},
+			"c": {ID: "c", Status: model.NodeFailed, Since: gone}, "e": {ID: "e", Status: model.NodeFailed, Since: gone}},
+			[]model.SlotEntry{{Replicas: []string{"a", "b", "e"}}, {Replicas: []string{"e", "a", "b"}}, {Replicas: []string{"c", "a", "b"}}}, []string{"a", "b", "e"}},
+		{"a lapsed node holding nothing is not kept", 3, map[string]*model.Node{
+			"a": {ID: "a", Status: model.NodeAlive}, "b": {ID: "b", Status: model.NodeAlive},
+			"z": {ID: "z", Status: model.NodeFailed, Since: gone}}, []model.SlotEntry{{Replicas: []string{"a", "b"}}}, []string{"a", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &raftfsm.MetaState{SlotCount: len(tc.slots), ReplicationFactor: tc.rf, Nodes: tc.nodes, Slots: tc.slots}
+			c := New(Config{NodeID: "a", FailureGrace: 30 * time.Second,
+				Clock: func() time.Time { return now }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			got := c.eligible(st)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("eligible = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

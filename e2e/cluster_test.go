@@ -427,10 +427,14 @@ func TestClusterReadyzAndCluster(t *testing.T) {
 }
 
 // TestClusterRestartAfterFailureGrace: a node killed and kept down longer
-// than --failure-grace loses its replicas (with 3 nodes there is nowhere
-// to re-create them, so each slot runs on 2); when it comes back it gets
-// its 3 replicas per slot again, and then its share of the leaderships,
-// as after a short outage — without an operator's `admin rebalance`.
+// than --failure-grace keeps its replicas when there is no spare node to
+// re-create them on (3 nodes, replication factor 3): every slot stays on
+// its three members, led by the two others, and the cluster says it is
+// degraded, not healthy at a replication factor of 2. (Until 2026-11-28
+// the dead node was dropped from every slot and from the meta group, and
+// two members could not take it back once a second one failed.) When it
+// comes back it catches up and gets its share of the leaderships again,
+// without an operator's `admin rebalance`.
 func TestClusterRestartAfterFailureGrace(t *testing.T) {
 	c := startCluster(t, "--failure-grace", "2s")
 	c.waitCluster(settleTimeout, "balanced", c.allIdx(), checkBalanced(c.IDs))
@@ -438,17 +442,37 @@ func TestClusterRestartAfterFailureGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	killAt := time.Now()
-	// Wait until the placement has dropped n1 (grace passed).
-	c.waitCluster(30*time.Second, "without n1's replicas after the grace", []int{1, 2}, func(ci clusterInfo) error {
+	c.waitCluster(30*time.Second, "n1 failed and its slots led by the others", []int{1, 2}, func(ci clusterInfo) error {
 		if err := checkLed(c.IDs[0])(ci); err != nil {
 			return err
 		}
-		if n, _ := ci.node(c.IDs[0]); n.Replicas != 0 {
-			return fmt.Errorf("n1 still holds %d replicas: %s", n.Replicas, ci.summary())
+		if n, _ := ci.node(c.IDs[0]); n.Status != "failed" {
+			return fmt.Errorf("n1 is %q: %s", n.Status, ci.summary())
 		}
 		return nil
 	})
-	t.Logf("n1's replicas dropped %v after its kill -9", time.Since(killAt).Round(time.Millisecond))
+	// Well past the grace (three times it), n1 must still be a member of
+	// every slot, and the cluster must not call itself healthy.
+	for hold := time.Now().Add(6 * time.Second); time.Now().Before(hold); time.Sleep(250 * time.Millisecond) {
+		for _, i := range []int{1, 2} {
+			ci, err := c.info(i)
+			if err != nil {
+				continue
+			}
+			if ci.ReplicationFactor != clusterReplicas {
+				t.Fatalf("%v after the kill: replication factor %d, want %d: %s", time.Since(killAt).Round(time.Millisecond), ci.ReplicationFactor, clusterReplicas, ci.summary())
+			}
+			for _, s := range ci.Slots {
+				if !slices.Contains(s.Replicas, c.IDs[0]) {
+					t.Fatalf("%v after the kill (grace 2s), slot %d dropped n1 with no node to replace it: %s", time.Since(killAt).Round(time.Millisecond), s.Slot, ci.summary())
+				}
+				if s.State == "healthy" {
+					t.Fatalf("slot %d says healthy with a member dead: %s", s.Slot, ci.summary())
+				}
+			}
+		}
+	}
+	t.Logf("n1 kept its replicas for %v after its kill -9 (grace 2s)", time.Since(killAt).Round(time.Millisecond))
 	rcv := newReceiver(t)
 	coll := c.Nodes[1].newCollection(t, "grace", nil)
 	base := nowMs() + 1000
