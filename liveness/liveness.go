@@ -396,10 +396,20 @@ func (t *Tracker) judge() {
 	exceeded := abs(skew) > t.cfg.MaxOffset
 	if exceeded != t.exceeded {
 		t.exceeded, changed = exceeded, true
-		if exceeded {
+		switch {
+		case exceeded && abs(skew)-unc <= t.cfg.MaxOffset:
+			// The pings themselves were late (a starved process or a
+			// slow network): the reading cannot tell a clock that is off
+			// from one that is not. Stepping down stays the safe call,
+			// but pointing at NTP sent operators after clocks that agreed
+			// (a black-box review: one machine's clock, read off by 837
+			// ms ± 1.6 s under CPU starvation).
+			t.log.Warn("this node cannot tell whether its clock is within --max-clock-offset of the cluster majority's: its liveness pings were answered too late to measure (this process starved of CPU, or a slow network); it gives up and refuses slot leadership until a measurement is clear",
+				"offset", skew.Round(time.Millisecond), "uncertainty", unc.Round(time.Millisecond), "max_clock_offset", t.cfg.MaxOffset)
+		case exceeded:
 			t.log.Warn("this node's clock is off the cluster majority's by more than --max-clock-offset: it gives up and refuses slot leadership until the clocks agree again (check NTP/chrony)",
 				"offset", skew.Round(time.Millisecond), "uncertainty", unc.Round(time.Millisecond), "max_clock_offset", t.cfg.MaxOffset)
-		} else {
+		default:
 			t.log.Info("this node's clock is within --max-clock-offset of the majority's again", "offset", skew.Round(time.Millisecond))
 		}
 	}
