@@ -341,6 +341,18 @@ func drainWarning(ci *client.ClusterInfo, id string) string {
 	if remain == 0 {
 		return fmt.Sprintf("no serving node but %s remains: nothing can move off it until another node joins", id)
 	}
-	return fmt.Sprintf("after draining %s, %d serving node(s) remain: every slot keeps %d replica(s) instead of %d and survives the loss of %d node(s) (it survives %d now); join another node first to keep %d",
+	msg := fmt.Sprintf("after draining %s, %d serving node(s) remain: every slot keeps %d replica(s) instead of %d and survives the loss of %d node(s) (it survives %d now); join another node first to keep %d",
 		id, remain, remain, rf, (remain-1)/2, (rf-1)/2, rf)
+	var down []string
+	for _, n := range ci.Nodes {
+		if n.ID != id && (n.Status == client.NodeFailed || n.Status == client.NodeLeft) {
+			down = append(down, n.ID)
+		}
+	}
+	if len(down) > 0 {
+		// Counted as members by the placement, they serve nothing: the
+		// moves that need them wait until they are back.
+		msg += fmt.Sprintf(" (%s down: kept as members, serving nothing, and moves onto them wait until they are back)", strings.Join(down, ", "))
+	}
+	return msg
 }

@@ -497,3 +497,24 @@ func TestBenchFailsWhenNothingWasCreated(t *testing.T) {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 }
+
+// A wait's timeout names the nodes that are down and hold up slots that
+// are not healthy: the counts alone did not say what the moves waited for.
+func TestBlockedBy(t *testing.T) {
+	ci := &client.ClusterInfo{
+		Nodes: []client.NodeInfo{{ID: "n1", Status: client.NodeDraining}, {ID: "n2", Status: client.NodeAlive}, {ID: "n3", Status: client.NodeFailed}, {ID: "n4", Status: client.NodeAlive}},
+		Slots: []client.SlotInfo{
+			{Slot: 0, State: client.SlotMoving, Replicas: []string{"n1", "n2", "n3"}, Target: []string{"n4", "n2", "n3"}},
+			{Slot: 1, State: client.SlotHealthy, Replicas: []string{"n2", "n3", "n4"}},
+			{Slot: 2, State: "degraded", Replicas: []string{"n2", "n3", "n4"}},
+		},
+	}
+	got := blockedBy(ci)
+	if !strings.Contains(got, "n3 is failed (a member or target of 2 of those slots)") || strings.Contains(got, "n1") {
+		t.Fatalf("blockedBy = %q", got)
+	}
+	ci.Nodes[2].Status = client.NodeAlive
+	if got := blockedBy(ci); got != "" {
+		t.Fatalf("nothing down, blockedBy = %q", got)
+	}
+}

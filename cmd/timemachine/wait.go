@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +54,9 @@ func (c *clientFlags) waitFor(cmd *cobra.Command, cl *client.Client, what string
 			g := goal(&ci)
 			line = progressLine(&ci, g, start)
 			reason = line
+			if b := blockedBy(&ci); b != "" {
+				reason += "; " + b
+			}
 			if g.reached && healthy(&ci) {
 				fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), line)
 				fmt.Fprintf(out, "done: %s finished and the cluster is healthy after %.1fs\n", what, time.Since(start).Seconds())
@@ -72,6 +76,46 @@ func (c *clientFlags) waitFor(cmd *cobra.Command, cl *client.Client, what string
 		case <-time.After(waitPoll):
 		}
 	}
+}
+
+// blockedBy names the nodes that are down (failed or left) and are
+// members or targets of a slot that is not healthy: what the wait is
+// waiting on, for the timeout's reason — the progress counts alone said
+// "3 moving" while the moves waited for a node that was down (a
+// black-box review). "" when there is none.
+func blockedBy(ci *client.ClusterInfo) string {
+	down := map[string]string{}
+	for _, n := range ci.Nodes {
+		if n.Status == client.NodeFailed || n.Status == client.NodeLeft {
+			down[n.ID] = n.Status
+		}
+	}
+	slots := map[string]int{}
+	for _, s := range ci.Slots {
+		if s.State == client.SlotHealthy {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, id := range append(append([]string(nil), s.Replicas...), s.Target...) {
+			if _, ok := down[id]; ok && !seen[id] {
+				seen[id] = true
+				slots[id]++
+			}
+		}
+	}
+	if len(slots) == 0 {
+		return ""
+	}
+	ids := make([]string, 0, len(slots))
+	for id := range slots {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var parts []string
+	for _, id := range ids {
+		parts = append(parts, fmt.Sprintf("%s is %s (a member or target of %d of those slots)", id, down[id], slots[id]))
+	}
+	return "waiting on nodes that are down: " + strings.Join(parts, ", ") + "; the moves finish once they are back, or after `admin remove --force` of a node that will not return"
 }
 
 // healthy: every slot healthy and no move pending.
