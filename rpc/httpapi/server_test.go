@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timemachine-db/timemachine/internal/testutil"
 	"github.com/timemachine-db/timemachine/model"
 	"github.com/valyala/fasthttp"
 )
@@ -387,5 +389,40 @@ func TestServeRealListener(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// fasthttp's parse errors quote the offending header value and the whole
+// read buffer; neither may reach the log or the answer (API.md §6: secrets
+// are never echoed nor logged). Addresses stay.
+func TestTransportTextHidesTheRequest(t *testing.T) {
+	in := `error when serving connection "127.0.0.1:28500"<->"127.0.0.1:54900": error when reading request headers: invalid header value "Bearer tm_Secret\x01": buffer size=258, contents: "PUT /v1/routes/leak HTTP/1.1\r\nAuthorization: Bearer tm_SuperSecretToken123\r\n\r\n{\"signing_secret\":\"whsec_abc\"}"`
+	got := transportText(in)
+	for _, secret := range []string{"tm_Secret", "tm_SuperSecretToken123", "whsec_abc", "Authorization"} {
+		if strings.Contains(got, secret) {
+			t.Fatalf("transportText kept %q: %s", secret, got)
+		}
+	}
+	for _, keep := range []string{`"127.0.0.1:28500"<->"127.0.0.1:54900"`, "invalid header value", "not shown"} {
+		if !strings.Contains(got, keep) {
+			t.Fatalf("transportText lost %q: %s", keep, got)
+		}
+	}
+	// An unterminated quote hides the rest.
+	if got := transportText(`bad "Bearer x`); strings.Contains(got, "Bearer") {
+		t.Fatalf("unterminated: %s", got)
+	}
+}
+
+// The transport log keeps at most transportLogBurst lines a minute and
+// says how many it left out.
+func TestTransportLogIsThrottled(t *testing.T) {
+	var buf testutil.SyncBuffer
+	l := newFasthttpLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	for i := 0; i < 100; i++ {
+		l.Printf("error when serving connection %q: %v", "127.0.0.1:1", errors.New("x"))
+	}
+	if n := strings.Count(buf.String(), "\n"); n != transportLogBurst {
+		t.Fatalf("%d lines logged for 100 errors, want %d", n, transportLogBurst)
 	}
 }
