@@ -282,7 +282,7 @@ func setETag(ctx *fasthttp.RequestCtx, version uint64) {
 // here (the state machine's delete takes no version), and ignoring the
 // header would delete what the client meant to keep if it had changed.
 func noIfMatch(r *request, what string) *model.Error {
-	if len(r.ctx.Request.Header.Peek("If-Match")) == 0 {
+	if !hasHeader(r.ctx, "If-Match") {
 		return nil
 	}
 	return model.Invalid("a DELETE of a %s does not take If-Match: it deletes whatever version is there; to delete only an unchanged %s, read it and compare its version first", what, what)
@@ -290,11 +290,19 @@ func noIfMatch(r *request, what string) *model.Error {
 
 // parseIfMatch reads If-Match of a PUT of what (a job, a schedule): a
 // version as a decimal, quoted ("3", as ETag sends it) or weak (W/"3"). 0
-// means no header.
-func parseIfMatch(h []byte, what string) (uint64, *model.Error) {
-	v := strings.TrimSpace(string(h))
-	if v == "" {
+// means no header. An empty header, or more than one, is a 400: taken as
+// absent, the PUT went through unconditionally (a black-box review).
+func parseIfMatch(ctx *fasthttp.RequestCtx, what string) (uint64, *model.Error) {
+	all := ctx.Request.Header.PeekAll("If-Match")
+	switch {
+	case len(all) == 0:
 		return 0, nil
+	case len(all) > 1:
+		return 0, model.Invalid("If-Match: give it once, with the %s's version, not %d times", what, len(all))
+	}
+	v := strings.TrimSpace(string(all[0]))
+	if v == "" {
+		return 0, model.Invalid("If-Match: empty; give the %s's version (such as 3, or the ETag \"3\"), or leave the header out for an unconditional PUT", what)
 	}
 	raw := v
 	v = strings.TrimPrefix(v, "W/")
@@ -315,7 +323,7 @@ func (s *Server) upsertJob(r *request) {
 		writeError(r.ctx, e)
 		return
 	}
-	ifMatch, e := parseIfMatch(r.ctx.Request.Header.Peek("If-Match"), "job")
+	ifMatch, e := parseIfMatch(r.ctx, "job")
 	if e != nil {
 		writeError(r.ctx, e)
 		return

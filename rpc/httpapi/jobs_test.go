@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/timemachine-db/timemachine/model"
+	"github.com/valyala/fasthttp"
 )
 
 const jobsURI = "/v1/collections/orders/jobs"
@@ -857,5 +858,35 @@ func TestDotSegmentsNeverClimb(t *testing.T) {
 	do(h, "DELETE", jobsURI+"/a%40b%2B1%3Ax", "")
 	if f.deletedJob != [2]string{"orders", "a@b+1:x"} {
 		t.Fatalf("DELETE of an encoded id: backend saw %v", f.deletedJob)
+	}
+}
+
+// An empty If-Match, or two, is a 400 that reaches nothing: taken as
+// absent, the PUT went through unconditionally (a black-box review: a
+// client sending an unset version replaced the job, or created it).
+func TestEmptyOrRepeatedIfMatchRefused(t *testing.T) {
+	for _, uri := range []string{jobsURI + "/j", "/v1/collections/orders/schedules/s"} {
+		for _, vals := range [][]string{{""}, {"  "}, {"1", "2"}} {
+			f := &fakeBackend{}
+			var req fasthttp.Request
+			req.Header.SetMethod("PUT")
+			req.SetRequestURI(uri)
+			req.SetBodyString(`{"every":"1s","callback_url":"http://127.0.0.1:9/x"}`)
+			if strings.Contains(uri, "/jobs/") {
+				req.SetBodyString(`{"delay":"1h","callback_url":"http://127.0.0.1:9/x"}`)
+			}
+			for _, v := range vals {
+				req.Header.Add("If-Match", v)
+			}
+			var ctx fasthttp.RequestCtx
+			ctx.Init(&req, nil, nil)
+			newTestServer(f).Handler()(&ctx)
+			if st := ctx.Response.StatusCode(); st != 400 || !strings.Contains(string(ctx.Response.Body()), "If-Match") {
+				t.Errorf("PUT %s with If-Match %q: %d %s", uri, vals, st, ctx.Response.Body())
+			}
+			if len(f.calls) != 0 {
+				t.Errorf("PUT %s with If-Match %q reached the backend: %v", uri, vals, f.calls)
+			}
+		}
 	}
 }

@@ -247,7 +247,7 @@ func (s *Server) putSchedule(r *request) {
 		writeError(r.ctx, e)
 		return
 	}
-	ifMatch, e := parseIfMatch(r.ctx.Request.Header.Peek("If-Match"), "schedule")
+	ifMatch, e := parseIfMatch(r.ctx, "schedule")
 	if e != nil {
 		writeError(r.ctx, e)
 		return

@@ -455,13 +455,21 @@ func unconditional(h *handler, ctx *fasthttp.RequestCtx) *model.Error {
 	if h.method == "GET" {
 		return nil
 	}
-	if len(ctx.Request.Header.Peek("If-None-Match")) > 0 {
+	if hasHeader(ctx, "If-None-Match") {
 		return model.Invalid("%s does not take If-None-Match; to create a job only when its id is new, POST it (a POST of an id that exists answers 200 for the same spec, 409 for another)", h.name)
 	}
-	if !honoursIfMatch[h.name] && len(ctx.Request.Header.Peek("If-Match")) > 0 {
+	if !honoursIfMatch[h.name] && hasHeader(ctx, "If-Match") {
 		return model.Invalid("%s does not take If-Match: it writes whatever is there; only a PUT of a job or a schedule is conditional", h.name)
 	}
 	return nil
+}
+
+// hasHeader reports whether the request carries the header at all, even
+// empty: an empty precondition is a mistake to answer, not an absent one
+// (a client sending an unset version variable would lose its optimistic
+// lock silently).
+func hasHeader(ctx *fasthttp.RequestCtx, name string) bool {
+	return len(ctx.Request.Header.PeekAll(name)) > 0
 }
 
 // debugClock is POST /v1/debug/clock {"offset":"2s"} (--debug-faults).
