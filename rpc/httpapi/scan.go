@@ -12,8 +12,14 @@ import (
 // reflection. It accepts exactly RFC 8259 JSON in UTF-8 (fuzzed against
 // encoding/json). Callers copy what they keep: members alias the body.
 
-// maxDepth bounds nesting, as encoding/json does.
-const maxDepth = 10000
+// maxDepth bounds a body's nesting. encoding/json allows 10,000 levels,
+// and so did this scanner until 2026-11-28: a meta nested 9,998 deep was
+// accepted, and every list page, batch answer and batched callback that
+// held it (a few levels more) was beyond what Go's decoder reads — the
+// CLI and every Go client failed on the collection's list (a black-box
+// review). 64 keeps every answer within the defaults of common decoders
+// (Ruby's 100, serde_json's 128).
+const maxDepth = 64
 
 // jsonError is a syntax error at a byte offset of the scanned input.
 type jsonError struct {

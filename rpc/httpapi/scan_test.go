@@ -40,7 +40,7 @@ func FuzzScanner(f *testing.F) {
 // members.
 func checkScan(t *testing.T, b []byte) {
 	err := validJSON(b)
-	want := json.Valid(b) && utf8.Valid(b)
+	want := json.Valid(b) && utf8.Valid(b) && nesting(b) <= maxDepth
 	if (err == nil) != want {
 		t.Fatalf("%q: scanner says %v, encoding/json valid=%v utf8=%v", b, err, json.Valid(b), utf8.Valid(b))
 	}
@@ -108,4 +108,25 @@ func checkScan(t *testing.T, b []byte) {
 			t.Fatalf("%q: parseObject accepted a non-object", b)
 		}
 	}
+}
+
+// nesting is the deepest nesting of arrays and objects in b (valid JSON).
+func nesting(b []byte) int {
+	depth, deepest, inStr := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inStr && c == '\\':
+			i++
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
