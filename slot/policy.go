@@ -114,8 +114,15 @@ func Backoff(p model.RetryPolicy, n int64, jitter float64) time.Duration {
 		ms = max
 	}
 	ms *= 1 + 0.2*jitter
-	if ms < 1 {
+	if ms < 1 || math.IsNaN(ms) {
 		ms = 1
+	}
+	// Saturate: intervals near the longest duration (2,562,047 h) times
+	// the jitter's 1.2 overflowed the conversion, and the negative wait
+	// retried at once (a black-box review: 2-3 attempts in 33 ms where
+	// 2.5M hours were asked for).
+	if maxMs := float64(math.MaxInt64 / int64(time.Millisecond)); ms > maxMs {
+		ms = maxMs
 	}
 	return time.Duration(ms * float64(time.Millisecond))
 }

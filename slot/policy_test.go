@@ -2,6 +2,7 @@ package slot
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -94,5 +95,24 @@ func TestDecide(t *testing.T) {
 	short := model.RetryPolicy{MaxAttempts: 10, InitialIntervalMs: 60_000, Multiplier: 1, MaxAgeMs: 30_000}
 	if d := Decide(DeliveryResult{StatusCode: 500}, short, trig, 1, now, 0); d.Verdict != VerdictFailed {
 		t.Errorf("max_age not enforced: %+v", d)
+	}
+}
+
+// Intervals near the longest duration saturate instead of overflowing
+// into a negative wait (which retried at once).
+func TestBackoffSaturates(t *testing.T) {
+	huge := int64(math.MaxInt64 / int64(time.Millisecond)) // the longest duration, in ms
+	for _, p := range []model.RetryPolicy{
+		{InitialIntervalMs: 9_000_000_000_000, Multiplier: 1, MaxIntervalMs: 9_000_000_000_000},
+		{InitialIntervalMs: huge, Multiplier: 100},
+		{InitialIntervalMs: huge, Multiplier: 100, MaxIntervalMs: huge},
+	} {
+		for _, jitter := range []float64{-1, 0, 0.999} {
+			for _, n := range []int64{1, 2, 50} {
+				if w := Backoff(p, n, jitter); w < time.Duration(7e12)*time.Millisecond {
+					t.Fatalf("Backoff(%+v, %d, %v) = %v, want about 2.5M hours or more", p, n, jitter, w)
+				}
+			}
+		}
 	}
 }
