@@ -39,11 +39,8 @@ func decodeCursor(s string) (*model.ListPos, error) {
 	if s == "" || len(s) > maxCursorLen {
 		return nil, errBadCursor
 	}
-	// encoding/base64 silently skips CR and LF; a cursor has none.
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return nil, errBadCursor
-		}
+	if !isCursorText(s) {
+		return nil, errBadCursor
 	}
 	b, err := cursorEncoding.DecodeString(s)
 	if err != nil {
@@ -87,10 +84,8 @@ func decodeScheduleCursor(s string) (string, error) {
 	if s == "" || len(s) > maxCursorLen {
 		return "", errBadCursor
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return "", errBadCursor
-		}
+	if !isCursorText(s) {
+		return "", errBadCursor
 	}
 	b, err := cursorEncoding.DecodeString(s)
 	if err != nil || len(b) < 2 || b[0] != cursorSchedV1 {
@@ -101,4 +96,15 @@ func decodeScheduleCursor(s string) (string, error) {
 		return "", errBadCursor
 	}
 	return id, nil
+}
+
+// isCursorText: only base64url characters. encoding/base64 silently skips
+// CR and LF; a cursor has none.
+func isCursorText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
