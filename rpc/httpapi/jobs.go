@@ -429,9 +429,26 @@ func (s *Server) deleteJob(r *request) {
 var listParams = []string{"status", "from", "to", "limit", "cursor", "schedule"}
 
 // parseListQuery reads the list query string into a ListQuery.
+// onceEach refuses a query parameter given more than once: the first
+// value won silently (status=failed&status=scheduled listed only the dead
+// letters, a black-box review), where the client meant both or neither.
+func onceEach(args *fasthttp.Args) *model.Error {
+	var seen []string
+	for k := range args.All() {
+		if slices.Contains(seen, string(k)) {
+			return model.Invalid("query parameter %q is given more than once; give it once (a list takes one status, one range and one cursor per request)", clip(string(k)))
+		}
+		seen = append(seen, string(k))
+	}
+	return nil
+}
+
 func parseListQuery(coll string, args *fasthttp.Args) (model.ListQuery, *model.Error) {
 	q := model.ListQuery{Coll: coll, From: math.MinInt64, To: math.MaxInt64, Limit: model.DefaultListLimit}
 	var bad *model.Error
+	if bad = onceEach(args); bad != nil {
+		return q, bad
+	}
 	for k := range args.All() {
 		if !slices.Contains(listParams, string(k)) {
 			if s := suggest(string(k), listParams); s != "" {

@@ -890,3 +890,21 @@ func TestEmptyOrRepeatedIfMatchRefused(t *testing.T) {
 		}
 	}
 }
+
+// A list parameter given twice is a 400 on both lists: the first value won
+// silently.
+func TestListParameterGivenTwice(t *testing.T) {
+	for _, uri := range []string{jobsURI + "?status=failed&status=scheduled", jobsURI + "?limit=1&limit=2", "/v1/collections/orders/schedules?limit=1&limit=2"} {
+		f := &fakeBackend{}
+		r := do(newTestServer(f).Handler(), "GET", uri, "")
+		if r.status != 400 {
+			t.Fatalf("GET %s: %d %s", uri, r.status, r.body)
+		}
+		if _, msg := r.errorBody(t); !strings.Contains(msg, "more than once") {
+			t.Fatalf("GET %s: %s", uri, msg)
+		}
+		if len(f.calls) != 0 {
+			t.Fatalf("GET %s reached the backend: %v", uri, f.calls)
+		}
+	}
+}

@@ -314,6 +314,10 @@ func (s *Server) listSchedules(r *request) {
 		return
 	}
 	args := r.ctx.QueryArgs()
+	if e := onceEach(args); e != nil {
+		writeError(r.ctx, e)
+		return
+	}
 	limit := model.DefaultListLimit
 	after := ""
 	for k, v := range args.All() {
