@@ -744,3 +744,27 @@ func TestSettingsReadYourWritesThroughAnyNode(t *testing.T) {
 		}
 	}
 }
+
+// A collection's lifecycle through different nodes, each step at once
+// after the one before was answered: a DELETE through another node than
+// the PUT finds the collection (not 404), and a create through a third
+// node after the DELETE's answer is a 404, not "being deleted" (409): that
+// node's copy of the meta state may still show the collection deleting.
+func TestCollectionLifecycleThroughAnyNode(t *testing.T) {
+	tc := startCluster(t, 3, nil)
+	ctx := opCtx(tc.t)
+	job := []model.JobInput{{ID: "j", Spec: model.JobSpec{TriggerTime: time.Now().Add(time.Hour).UnixMilli(), CallbackURL: "http://127.0.0.1:9/x", Hash: 1}}}
+	for i := 0; i < 30; i++ {
+		a, b, c := tc.nodes[i%3].svc, tc.nodes[(i+1)%3].svc, tc.nodes[(i+2)%3].svc
+		name := fmt.Sprintf("life%d", i)
+		if _, err := a.PutCollection(ctx, model.Collection{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.DeleteCollection(ctx, name); err != nil {
+			t.Fatalf("round %d: DELETE through another node right after the PUT: %v", i, err)
+		}
+		if _, err := c.CreateJobs(ctx, name, job); !isKind(err, model.KindNotFound) {
+			t.Fatalf("round %d: create after the DELETE's answer through a third node: %v, want not found", i, err)
+		}
+	}
+}

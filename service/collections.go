@@ -68,8 +68,11 @@ func (s *Service) DeleteCollection(ctx context.Context, name string) error {
 	if name == model.DefaultCollection {
 		return model.Invalid("the default collection cannot be deleted; delete its jobs instead")
 	}
-	if _, ok := s.meta.State().Collection(name); !ok {
-		return model.NotFound("collection %q does not exist", name)
+	// Through knownCollection, which catches up before a 404: this node's
+	// own copy may not have the collection yet when it was made through
+	// another node a moment ago (TestCollectionLifecycleThroughAnyNode).
+	if _, err := s.knownCollection(ctx, name); err != nil {
+		return err
 	}
 	res, err := s.fwd.ProposeMeta(ctx, &raftfsm.MarkCollectionDeleting{Name: name, Now: s.now()})
 	if err != nil {
