@@ -397,13 +397,7 @@ func (t *Tracker) judge() {
 	if exceeded != t.exceeded {
 		t.exceeded, changed = exceeded, true
 		switch {
-		case exceeded && abs(skew)-unc <= t.cfg.MaxOffset:
-			// The pings themselves were late (a starved process or a
-			// slow network): the reading cannot tell a clock that is off
-			// from one that is not. Stepping down stays the safe call,
-			// but pointing at NTP sent operators after clocks that agreed
-			// (a black-box review: one machine's clock, read off by 837
-			// ms ± 1.6 s under CPU starvation).
+		case exceeded && unmeasurable(skew, unc, t.cfg.MaxOffset):
 			t.log.Warn("this node cannot tell whether its clock is within --max-clock-offset of the cluster majority's: its liveness pings were answered too late to measure (this process starved of CPU, or a slow network); it gives up and refuses slot leadership until a measurement is clear",
 				"offset", skew.Round(time.Millisecond), "uncertainty", unc.Round(time.Millisecond), "max_clock_offset", t.cfg.MaxOffset)
 		case exceeded:
@@ -417,6 +411,17 @@ func (t *Tracker) judge() {
 	if changed {
 		t.cfg.OnChange()
 	}
+}
+
+// unmeasurable reports whether an offset beyond maxOffset may still be
+// within it, given the reading's uncertainty: the pings themselves were
+// late (a starved process or a slow network), and the reading cannot tell
+// a clock that is off from one that is not. The node steps down either
+// way (the safe call); only what it tells the operator differs — "check
+// NTP" sent operators after clocks that agreed (a black-box review: one
+// machine's clock, read off by 837 ms ± 1.6 s under CPU starvation).
+func unmeasurable(skew, unc, maxOffset time.Duration) bool {
+	return abs(skew)-unc <= maxOffset
 }
 
 func (t *Tracker) deadLocked(p *peerState, now time.Duration) bool {

@@ -330,3 +330,25 @@ func TestSilent(t *testing.T) {
 	net.set("a2", func(p *fakePeer) { p.gone = false })
 	testutil.Eventually(t, 5*time.Second, "n2 answering again", testutil.True(func() bool { return tr.Silent("n2") < testLease }))
 }
+
+// An offset beyond the bound is called unmeasurable when its uncertainty
+// reaches back within the bound (late pings), and a clock that is off only
+// when it is off even at the uncertainty's best.
+func TestUnmeasurable(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		skew, unc time.Duration
+		want      bool
+	}{
+		{837 * ms, 1626 * ms, true}, // the review's starved node, one machine's clock
+		{-891 * ms, 916 * ms, true},
+		{2 * time.Second, 5 * ms, false}, // a clock 2 s off, measured well
+		{-2 * time.Second, 5 * ms, false},
+		{300 * ms, 49 * ms, false}, // off by at least 251 ms
+		{300 * ms, 50 * ms, true},  // may be exactly at the bound
+	} {
+		if got := unmeasurable(c.skew, c.unc, 250*ms); got != c.want {
+			t.Errorf("unmeasurable(%v ± %v) = %v, want %v", c.skew, c.unc, got, c.want)
+		}
+	}
+}
