@@ -518,3 +518,17 @@ func TestBlockedBy(t *testing.T) {
 		t.Fatalf("nothing down, blockedBy = %q", got)
 	}
 }
+
+// token new says on stderr when TIMEMACHINE_COLLECTION (the job commands'
+// variable) scoped the token, and not when the flag did.
+func TestTokenScopeFromEnvNoted(t *testing.T) {
+	t.Setenv("TIMEMACHINE_COLLECTION", "billing")
+	out, errs, code := runCLI(t, "token", "new", "--role", "writer")
+	if code != 0 || !strings.Contains(out, `"collections":["billing"]`) || !strings.Contains(errs, "from TIMEMACHINE_COLLECTION") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code = runCLI(t, "token", "new", "--role", "writer", "--collection", "orders")
+	if code != 0 || !strings.Contains(out, `"collections":["orders"]`) || strings.Contains(errs, "note:") {
+		t.Fatalf("the flag given: exit %d\n%s%s", code, out, errs)
+	}
+}

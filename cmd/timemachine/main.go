@@ -192,6 +192,10 @@ func checkFlags(fs *pflag.FlagSet) error {
 // applyEnv gives every flag not set on the command line the value of
 // TIMEMACHINE_<FLAG> (dashes as underscores), as docs/operations.md#running-a-node
 // describes.
+// fromEnv annotates a flag whose value applyEnv took from the environment
+// (the variable's name), for commands that say so (token new).
+const fromEnv = "timemachine-from-env"
+
 func applyEnv(fs *pflag.FlagSet) error {
 	var errs []error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -208,11 +212,13 @@ func applyEnv(fs *pflag.FlagSet) error {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
 			}
 			f.Changed = true
+			_ = fs.SetAnnotation(f.Name, fromEnv, []string{name})
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
 		}
+		_ = fs.SetAnnotation(f.Name, fromEnv, []string{name})
 	})
 	return errors.Join(errs...)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -75,21 +74,14 @@ the entry to the auth file of every node, then send the nodes SIGHUP.`,
 	return cmd
 }
 
-// warnScopeFromEnv says on stderr when the token's collections may have
-// come from TIMEMACHINE_COLLECTION: the job commands read the same
-// variable for their collection, and a shell that exported it for them
-// would otherwise make a scoped token without a word.
+// warnScopeFromEnv says on stderr when the token's collections came from
+// TIMEMACHINE_COLLECTION (applyEnv's annotation): the job commands read
+// the same variable for their collection, and a shell that exported it for
+// them would otherwise make a scoped token without a word.
 func warnScopeFromEnv(cmd *cobra.Command, collections []string) {
-	if v, ok := os.LookupEnv("TIMEMACHINE_COLLECTION"); ok && len(collections) > 0 && !commandLineHas(os.Args, "--collection") {
-		fmt.Fprintf(cmd.ErrOrStderr(), "note: this token is limited to collection(s) %s, from TIMEMACHINE_COLLECTION=%s; unset it or pass --collection for another scope\n", strings.Join(collections, ","), v)
+	f := cmd.Flags().Lookup("collection")
+	if f == nil || len(collections) == 0 || len(f.Annotations[fromEnv]) == 0 {
+		return
 	}
-}
-
-func commandLineHas(args []string, flag string) bool {
-	for _, a := range args {
-		if a == flag || strings.HasPrefix(a, flag+"=") {
-			return true
-		}
-	}
-	return false
+	fmt.Fprintf(cmd.ErrOrStderr(), "note: this token is limited to collection(s) %s, from %s; unset it or pass --collection for another scope\n", strings.Join(collections, ","), f.Annotations[fromEnv][0])
 }
