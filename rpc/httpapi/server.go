@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -337,18 +338,12 @@ func transportText(s string) string {
 	return b.String()
 }
 
-// isAddrText: an address as fasthttp quotes a connection's ends.
+// isAddrText: an address as fasthttp quotes a connection's ends
+// ("127.0.0.1:8080", "[::1]:8080"). A parse, not a character class: a
+// header value of hex digits and colons would pass the one.
 func isAddrText(q string) bool {
-	if q == "" {
-		return false
-	}
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '.' || c == ':' || c == '[' || c == ']') {
-			return false
-		}
-	}
-	return true
+	_, err := netip.ParseAddrPort(q)
+	return err == nil
 }
 
 // transportError answers requests fasthttp could not even parse (body over

@@ -408,6 +408,13 @@ func TestTransportTextHidesTheRequest(t *testing.T) {
 			t.Fatalf("transportText lost %q: %s", keep, got)
 		}
 	}
+	// A value that looks like digits and colons is still a value.
+	if got := transportText(`invalid header value "deadbeef:0123:4567"`); strings.Contains(got, "deadbeef") {
+		t.Fatalf("a hex value kept: %s", got)
+	}
+	if got := transportText(`connection "[::1]:8080"`); !strings.Contains(got, `"[::1]:8080"`) {
+		t.Fatalf("an IPv6 address lost: %s", got)
+	}
 	// An unterminated quote hides the rest.
 	if got := transportText(`bad "Bearer x`); strings.Contains(got, "Bearer") {
 		t.Fatalf("unterminated: %s", got)
